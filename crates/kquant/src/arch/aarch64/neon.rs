@@ -1,0 +1,112 @@
+//! The generic kernels over NEON `uint32x4_t` / `float32x4_t` (`vmulq` then `vaddq`, never `vfmaq`).
+
+use core::arch::aarch64::*;
+
+use crate::arch::generic::{self, Job, Vector};
+
+/// Token for NEON, which every aarch64 CPU has.
+#[derive(Clone, Copy)]
+pub(crate) struct Neon;
+
+// SAFETY (for each `unsafe` block in this impl): NEON is part of the aarch64 baseline, so these intrinsics always run; loads and stores go
+// through slices of exactly the length they touch.
+impl Vector for Neon {
+    const LANES: usize = 4;
+    type U = uint32x4_t;
+    type F = float32x4_t;
+
+    #[inline(always)]
+    fn load_u(self, bytes: &[u8]) -> uint32x4_t {
+        let b = &bytes[..16];
+        // SAFETY: `b` is 16 readable bytes; `vld1q_u8` has no alignment requirement.
+        unsafe { vreinterpretq_u32_u8(vld1q_u8(b.as_ptr())) }
+    }
+    #[inline(always)]
+    fn splat_u(self, v: u32) -> uint32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vdupq_n_u32(v) }
+    }
+    #[inline(always)]
+    fn shr(self, a: uint32x4_t, n: u32) -> uint32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vshlq_u32(a, vdupq_n_s32(-(n as i32))) }
+    }
+    #[inline(always)]
+    fn shl(self, a: uint32x4_t, n: u32) -> uint32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vshlq_u32(a, vdupq_n_s32(n as i32)) }
+    }
+    #[inline(always)]
+    fn sar(self, a: uint32x4_t, n: u32) -> uint32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vreinterpretq_u32_s32(vshlq_s32(vreinterpretq_s32_u32(a), vdupq_n_s32(-(n as i32)))) }
+    }
+    #[inline(always)]
+    fn and(self, a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vandq_u32(a, b) }
+    }
+    #[inline(always)]
+    fn or(self, a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vorrq_u32(a, b) }
+    }
+    #[inline(always)]
+    fn xor(self, a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
+        // SAFETY: see the impl.
+        unsafe { veorq_u32(a, b) }
+    }
+    #[inline(always)]
+    fn to_f32(self, a: uint32x4_t) -> float32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vcvtq_f32_s32(vreinterpretq_s32_u32(a)) }
+    }
+    #[inline(always)]
+    fn load_f(self, xs: &[f32]) -> float32x4_t {
+        let x = &xs[..4];
+        // SAFETY: `x` is 4 readable floats.
+        unsafe { vld1q_f32(x.as_ptr()) }
+    }
+    #[inline(always)]
+    fn splat_f(self, v: f32) -> float32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vdupq_n_f32(v) }
+    }
+    #[inline(always)]
+    fn splat_groups(self, s: &[f32]) -> float32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vdupq_n_f32(s[0]) }
+    }
+    #[inline(always)]
+    fn add(self, a: float32x4_t, b: float32x4_t) -> float32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vaddq_f32(a, b) }
+    }
+    #[inline(always)]
+    fn sub(self, a: float32x4_t, b: float32x4_t) -> float32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vsubq_f32(a, b) }
+    }
+    #[inline(always)]
+    fn mul(self, a: float32x4_t, b: float32x4_t) -> float32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vmulq_f32(a, b) }
+    }
+    #[inline(always)]
+    fn store(self, a: float32x4_t, out: &mut [f32]) {
+        let o = &mut out[..4];
+        // SAFETY: `o` is 4 writable floats.
+        unsafe { vst1q_f32(o.as_mut_ptr(), a) }
+    }
+    #[inline(always)]
+    fn store_interleaved(self, v: [float32x4_t; 4], out: &mut [f32]) {
+        let o = &mut out[..16];
+        // SAFETY: `o` is 16 writable floats; `vst4q_f32` writes o[4i + k] = v[k][i].
+        unsafe { vst4q_f32(o.as_mut_ptr(), float32x4x4_t(v[0], v[1], v[2], v[3])) }
+    }
+}
+
+/// Runs a job on NEON.
+pub(crate) fn run(job: Job<'_>) {
+    generic::run(Neon, job);
+}

@@ -1,0 +1,330 @@
+//! The kernels, written once over a small vector trait; every backend runs this code.
+//!
+//! # The canonical evaluation order
+//!
+//! This order *is* the contract: every backend (scalar, SSE2, AVX2, NEON, simd128) produces the
+//! same f32 bits because it performs exactly these IEEE-754 single-precision operations, each
+//! rounded on its own (multiply, then add: never a fused multiply-add, never a re-association).
+//!
+//! Per row of `nb = cols / 256` super-blocks, with `x` the activations:
+//!
+//! ```text
+//! acc[0..16] = +0.0                         // 16 lanes; lane L = 4·g + l (g, l in 0..4)
+//! for b in 0..nb:                           // super-blocks, in order
+//!     for j in 0..16:                       // 16-weight sub-blocks, in order
+//!         ds = f32(d_b) · f32(scale_j)      // Q6_K: i8 scale; Q4_K: 6-bit sc of sub-block j/2
+//!         for l in 0..4:                    // lane l owns the 4 consecutive weights 16j+4l+k
+//!             v_k = q(16j+4l+k) · x[256b + 16j+4l+k]     for k in 0..4
+//!             p   = ((v0 + v1) + v2) + v3
+//!             acc[4·(j mod 4) + l] = acc[4·(j mod 4) + l] + ds · p
+//! t_l = (acc[l] + acc[4+l]) + (acc[8+l] + acc[12+l])      for l in 0..4
+//! S   = (t0 + t1) + (t2 + t3)
+//! ```
+//!
+//! `q(w)` is the quant as an exact f32: `q − 32` (in −32..31) for Q6_K, `q` (in 0..15) for Q4_K.
+//! Q6_K's row result is `S`. Q4_K also subtracts its mins, accumulated per row in 4 lanes:
+//!
+//! ```text
+//! X_b,s = (((x[256b+32s] + x[256b+32s+1]) + …) + x[256b+32s+31])   // once per call, in order
+//! mins[0..4] = +0.0
+//! for b in 0..nb:
+//!     for s in 0..8:  mins[s mod 4] = mins[s mod 4] + (f32(dmin_b) · f32(m_s)) · X_b,s
+//! result = S − ((mins[0] + mins[1]) + (mins[2] + mins[3]))
+//! ```
+//!
+//! Every intermediate is an f32 rounded to nearest even; subnormals are kept (no flush to zero);
+//! NaN and infinities propagate as IEEE-754 says (so an infinite `x` meeting a zero weight gives
+//! NaN). NaN payloads are not part of the contract.
+//!
+//! # How vectors reproduce it
+//!
+//! A step handles 64 weights (sub-blocks 4s..4s+4 of a super-block): all 16 lanes at once. A
+//! backend with `LANES` f32 lanes runs it as `16 / LANES` chunks; lane `L` of the step is lane
+//! `L mod LANES` of chunk `L / LANES`, and the accumulator of chunk `c` is `acc[c·LANES..]`. Since
+//! each lane of each operation is an independent IEEE operation, the width does not change a bit.
+//!
+//! * The quants of a step, viewed as 16 little-endian u32 lanes, put the 4 weights of lane `L`
+//!   in the 4 bytes of that lane, so they are unpacked with shifts and masks only, no shuffles.
+//! * `x` is transposed once per call (`prepare`) so that `x` for byte `k` of every lane is one
+//!   contiguous load: `xt[256b + 64s + 16k + L] = x[256b + 64s + 4L + k]`.
+//! * Q6_K: bytes are rebuilt as `ql-nibble | qh-pair << 4`, then `^ 0x20` makes them 6-bit
+//!   two's complement `q − 32`, sign-extended by `(u << (26 − 8k)) >> 26` (arithmetic).
+//! * Q4_K: the 16 bytes `qs[32s + o mod 32..]` give the low (o < 32) or high (o ≥ 32) nibbles.
+//!
+//! Dequantization uses the same unpacking and ggml's own arithmetic: `(d·scale)·(q − 32)` for
+//! Q6_K and `(d·sc)·q − dmin·m` for Q4_K, so it is bit-identical to ggml's
+//! `dequantize_row_q6_K` / `dequantize_row_q4_K`.
+
+use crate::{BlockQ4K, BlockQ6K, QK_K};
+
+/// A vector of `LANES` 32-bit lanes, as integer (`U`) or float (`F`).
+///
+/// Every operation is lane-wise, so any width computes the same bits. The value of `Self` is a
+/// token proving that the backend's CPU features are present.
+pub(crate) trait Vector: Copy {
+    /// 4 or 8 (one step of 16 lanes is `16 / LANES` chunks).
+    const LANES: usize;
+    /// Test-only switch that makes this backend break the canonical order.
+    const PERTURBED: bool = cfg!(feature = "perturb-order");
+    /// `LANES` u32 lanes.
+    type U: Copy;
+    /// `LANES` f32 lanes.
+    type F: Copy;
+
+    /// Loads `4·LANES` bytes as little-endian u32 lanes (`bytes` may be longer).
+    fn load_u(self, bytes: &[u8]) -> Self::U;
+    fn splat_u(self, v: u32) -> Self::U;
+    fn shr(self, a: Self::U, n: u32) -> Self::U;
+    fn shl(self, a: Self::U, n: u32) -> Self::U;
+    /// Arithmetic (sign-filling) right shift.
+    fn sar(self, a: Self::U, n: u32) -> Self::U;
+    fn and(self, a: Self::U, b: Self::U) -> Self::U;
+    fn or(self, a: Self::U, b: Self::U) -> Self::U;
+    fn xor(self, a: Self::U, b: Self::U) -> Self::U;
+    /// Lanes as i32, converted to f32 (exact for the small integers used here).
+    fn to_f32(self, a: Self::U) -> Self::F;
+
+    /// Loads `LANES` floats (`xs` may be longer).
+    fn load_f(self, xs: &[f32]) -> Self::F;
+    fn splat_f(self, v: f32) -> Self::F;
+    /// Lane `i` gets `s[i / 4]`.
+    fn splat_groups(self, s: &[f32]) -> Self::F;
+    fn add(self, a: Self::F, b: Self::F) -> Self::F;
+    fn sub(self, a: Self::F, b: Self::F) -> Self::F;
+    fn mul(self, a: Self::F, b: Self::F) -> Self::F;
+    /// Stores the `LANES` lanes to `out[..LANES]`.
+    fn store(self, a: Self::F, out: &mut [f32]);
+    /// `out[4·i + k] = v[k][i]` for each lane `i`: puts 4 vectors back in weight order.
+    fn store_interleaved(self, v: [Self::F; 4], out: &mut [f32]);
+}
+
+/// One call's work, handed from the dispatcher to a backend.
+pub(crate) enum Job<'a> {
+    MatVecQ4K {
+        blocks: &'a [BlockQ4K],
+        prepared: &'a [f32],
+        out: &'a mut [f32],
+    },
+    MatVecQ6K {
+        blocks: &'a [BlockQ6K],
+        prepared: &'a [f32],
+        out: &'a mut [f32],
+    },
+    DequantQ4K {
+        blocks: &'a [BlockQ4K],
+        out: &'a mut [f32],
+    },
+    DequantQ6K {
+        blocks: &'a [BlockQ6K],
+        out: &'a mut [f32],
+    },
+}
+
+/// Runs `job` on backend `v`. Inlined into each backend's entry point so that the whole loop
+/// nest is compiled with that backend's target features.
+#[inline(always)]
+pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
+    match job {
+        Job::MatVecQ4K {
+            blocks,
+            prepared,
+            out,
+        } => {
+            let nb = blocks.len() / out.len();
+            let (xt, sums) = prepared.split_at(nb * QK_K);
+            for (row, y) in blocks.chunks_exact(nb).zip(out.iter_mut()) {
+                *y = dot_q4k(v, row, xt, sums);
+            }
+        }
+        Job::MatVecQ6K {
+            blocks,
+            prepared,
+            out,
+        } => {
+            let nb = blocks.len() / out.len();
+            for (row, y) in blocks.chunks_exact(nb).zip(out.iter_mut()) {
+                *y = dot_q6k(v, row, prepared);
+            }
+        }
+        Job::DequantQ4K { blocks, out } => {
+            for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+                dequant_q4k(v, b, y);
+            }
+        }
+        Job::DequantQ6K { blocks, out } => {
+            for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+                dequant_q6k(v, b, y);
+            }
+        }
+    }
+}
+
+/// Floats of prepared activations for `cols` columns: the transposed `x`, then for Q4_K one sum
+/// per 32 columns.
+pub(crate) const fn prepared_len(q4k: bool, cols: usize) -> usize {
+    if q4k {
+        cols + cols / 32
+    } else {
+        cols
+    }
+}
+
+/// Writes the per-call activation data (see the module docs) into `prepared`.
+pub(crate) fn prepare(x: &[f32], q4k: bool, prepared: &mut [f32]) {
+    let (xt, sums) = prepared.split_at_mut(x.len());
+    for (src, dst) in x.chunks_exact(64).zip(xt.chunks_exact_mut(64)) {
+        for (lane, w) in src.chunks_exact(4).enumerate() {
+            for (k, &xv) in w.iter().enumerate() {
+                dst[16 * k + lane] = xv;
+            }
+        }
+    }
+    if q4k {
+        for (src, sum) in x.chunks_exact(32).zip(sums.iter_mut()) {
+            *sum = src.iter().fold(0.0, |a, &b| a + b);
+        }
+    }
+}
+
+/// `d · f32(scale_j)` for the 16 sub-blocks of a Q6_K block.
+#[inline(always)]
+fn q6k_scales(b: &BlockQ6K) -> [f32; 16] {
+    let d = b.d().to_f32();
+    core::array::from_fn(|j| d * f32::from(b.scale(j)))
+}
+
+/// Per 16-weight sub-block `j`: `d · f32(sc[j/2])` and `dmin · f32(m[j/2])` of a Q4_K block.
+#[inline(always)]
+fn q4k_scales(b: &BlockQ4K) -> ([f32; 16], [f32; 16]) {
+    let (d, dmin) = (b.d().to_f32(), b.dmin().to_f32());
+    let mut ds = [0.0; 16];
+    let mut dm = [0.0; 16];
+    for j in 0..16 {
+        let (sc, m) = b.scale_min(j / 2);
+        ds[j] = d * f32::from(sc);
+        dm[j] = dmin * f32::from(m);
+    }
+    (ds, dm)
+}
+
+/// The Q6_K quants of chunk `c` of step `s`, as `q − 32` in 6-bit two's complement per byte.
+#[inline(always)]
+fn q6k_chunk<V: Vector>(v: V, b: &BlockQ6K, s: usize, c: usize) -> V::U {
+    let o = c * 4 * V::LANES;
+    let (h, nib) = (s / 2, 4 * (s % 2) as u32);
+    let ql = v.load_u(&b.ql[64 * h + o..]);
+    let qh = v.load_u(&b.qh[32 * h + o % 32..]);
+    let lo = v.and(v.shr(ql, nib), v.splat_u(0x0F0F_0F0F));
+    let hi = v.and(v.shr(qh, nib + 2 * (o / 32) as u32), v.splat_u(0x0303_0303));
+    v.xor(v.or(lo, v.shl(hi, 4)), v.splat_u(0x2020_2020))
+}
+
+/// Byte `k` of each lane of a [`q6k_chunk`], sign-extended from 6 bits, as f32.
+#[inline(always)]
+fn q6k_weight<V: Vector>(v: V, q: V::U, k: u32) -> V::F {
+    v.to_f32(v.sar(v.shl(q, 26 - 8 * k), 26))
+}
+
+/// The Q4_K quants of chunk `c` of step `s`, and the shift that selects their nibbles.
+#[inline(always)]
+fn q4k_chunk<V: Vector>(v: V, b: &BlockQ4K, s: usize, c: usize) -> (V::U, u32) {
+    let o = c * 4 * V::LANES;
+    (v.load_u(&b.qs[32 * s + o % 32..]), 4 * (o / 32) as u32)
+}
+
+/// Nibble of byte `k` of each lane of a [`q4k_chunk`], as f32.
+#[inline(always)]
+fn q4k_weight<V: Vector>(v: V, q: V::U, shift: u32, k: u32) -> V::F {
+    v.to_f32(v.and(v.shr(q, shift + 8 * k), v.splat_u(0xF)))
+}
+
+/// `((v0 + v1) + v2) + v3` with `v_k = w(k) · xt[16k..]`.
+#[inline(always)]
+fn lane_dot<V: Vector>(v: V, xt: &[f32], w: impl Fn(u32) -> V::F) -> V::F {
+    let term = |k: u32| v.mul(w(k), v.load_f(&xt[16 * k as usize..]));
+    let p = v.add(term(0), term(1));
+    let p = v.add(p, term(2));
+    v.add(p, term(3))
+}
+
+/// The fixed reduction of the 16 accumulator lanes.
+#[inline(always)]
+fn reduce<V: Vector>(v: V, acc: [V::F; 4]) -> f32 {
+    let mut a = [0.0f32; 16];
+    for (c, lanes) in a.chunks_exact_mut(V::LANES).enumerate() {
+        v.store(acc[c], lanes);
+    }
+    let t: [f32; 4] = if V::PERTURBED {
+        core::array::from_fn(|l| (a[l] + a[8 + l]) + (a[4 + l] + a[12 + l]))
+    } else {
+        core::array::from_fn(|l| (a[l] + a[4 + l]) + (a[8 + l] + a[12 + l]))
+    };
+    (t[0] + t[1]) + (t[2] + t[3])
+}
+
+#[inline(always)]
+fn dot_q6k<V: Vector>(v: V, row: &[BlockQ6K], xt: &[f32]) -> f32 {
+    let mut acc = [v.splat_f(0.0); 4];
+    for (b, xb) in row.iter().zip(xt.chunks_exact(QK_K)) {
+        let ds = q6k_scales(b);
+        for s in 0..4 {
+            for (c, a) in acc.iter_mut().enumerate().take(16 / V::LANES) {
+                let q = q6k_chunk(v, b, s, c);
+                let p = lane_dot(v, &xb[64 * s + c * V::LANES..], |k| q6k_weight(v, q, k));
+                let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
+                *a = v.add(*a, v.mul(scale, p));
+            }
+        }
+    }
+    reduce(v, acc)
+}
+
+#[inline(always)]
+fn dot_q4k<V: Vector>(v: V, row: &[BlockQ4K], xt: &[f32], sums: &[f32]) -> f32 {
+    let mut acc = [v.splat_f(0.0); 4];
+    let mut mins = [0.0f32; 4];
+    for ((b, xb), xs) in row.iter().zip(xt.chunks_exact(QK_K)).zip(sums.chunks_exact(8)) {
+        let (ds, dm) = q4k_scales(b);
+        for s in 0..4 {
+            for (c, a) in acc.iter_mut().enumerate().take(16 / V::LANES) {
+                let (q, shift) = q4k_chunk(v, b, s, c);
+                let p = lane_dot(v, &xb[64 * s + c * V::LANES..], |k| {
+                    q4k_weight(v, q, shift, k)
+                });
+                let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
+                *a = v.add(*a, v.mul(scale, p));
+            }
+        }
+        for (s, &x_sum) in xs.iter().enumerate() {
+            mins[s % 4] = mins[s % 4] + dm[2 * s] * x_sum;
+        }
+    }
+    reduce(v, acc) - ((mins[0] + mins[1]) + (mins[2] + mins[3]))
+}
+
+#[inline(always)]
+fn dequant_q6k<V: Vector>(v: V, b: &BlockQ6K, y: &mut [f32]) {
+    let ds = q6k_scales(b);
+    for s in 0..4 {
+        for c in 0..16 / V::LANES {
+            let q = q6k_chunk(v, b, s, c);
+            let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
+            let w = [0, 1, 2, 3].map(|k| v.mul(scale, q6k_weight(v, q, k)));
+            v.store_interleaved(w, &mut y[64 * s + 4 * c * V::LANES..]);
+        }
+    }
+}
+
+#[inline(always)]
+fn dequant_q4k<V: Vector>(v: V, b: &BlockQ4K, y: &mut [f32]) {
+    let (ds, dm) = q4k_scales(b);
+    for s in 0..4 {
+        for c in 0..16 / V::LANES {
+            let (q, shift) = q4k_chunk(v, b, s, c);
+            let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
+            let min = v.splat_groups(&dm[4 * s + c * V::LANES / 4..]);
+            let w = [0, 1, 2, 3].map(|k| v.sub(v.mul(scale, q4k_weight(v, q, shift, k)), min));
+            v.store_interleaved(w, &mut y[64 * s + 4 * c * V::LANES..]);
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Backends: which exist, which this machine can run, and dispatch of a job to one of them.
+//!
+//! The layout follows the `memchr` crate: [`generic`] holds the algorithms over the
+//! [`generic::Vector`] trait, each architecture module implements that trait with its intrinsics
+//! and exposes one entry point compiled with its target features. `unsafe` lives only in the
+//! architecture modules.
+
+pub(crate) mod generic;
+mod scalar;
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm32;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+use core::fmt;
+
+use generic::Job;
+
+/// A kernel implementation. All of them compute the same bits; they differ only in speed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// Portable Rust over 4-lane arrays: the reference.
+    Scalar,
+    /// x86_64 SSE2, 4 lanes (every x86_64 CPU has it).
+    Sse2,
+    /// x86_64 AVX2, 8 lanes, chosen at run time (with the `std` feature) or at compile time.
+    Avx2,
+    /// aarch64 Advanced SIMD, 4 lanes.
+    Neon,
+    /// WebAssembly simd128, 4 lanes; compiled in with `-C target-feature=+simd128`.
+    Simd128,
+}
+
+impl Backend {
+    /// Every backend, fastest last.
+    pub const ALL: [Backend; 5] = [
+        Backend::Scalar,
+        Backend::Sse2,
+        Backend::Neon,
+        Backend::Simd128,
+        Backend::Avx2,
+    ];
+
+    /// Its lower-case name, as used by benchmarks and the CLI.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Scalar => "scalar",
+            Backend::Sse2 => "sse2",
+            Backend::Avx2 => "avx2",
+            Backend::Neon => "neon",
+            Backend::Simd128 => "simd128",
+        }
+    }
+
+    /// Looks a backend up by [`Backend::name`].
+    pub fn from_name(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// Whether this build, on this CPU, can run the backend.
+    pub fn is_available(self) -> bool {
+        match self {
+            Backend::Scalar => true,
+            Backend::Sse2 => cfg!(target_arch = "x86_64"),
+            Backend::Avx2 => avx2_detected(),
+            Backend::Neon => cfg!(target_arch = "aarch64"),
+            Backend::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
+        }
+    }
+
+    /// The backends available here, fastest last.
+    pub fn available() -> impl Iterator<Item = Backend> {
+        Backend::ALL.into_iter().filter(|b| b.is_available())
+    }
+
+    /// The fastest available backend: what the default entry points use.
+    pub fn best() -> Backend {
+        Backend::available().last().unwrap_or(Backend::Scalar)
+    }
+
+    /// Runs `job`; the caller has checked [`Backend::is_available`].
+    pub(crate) fn run(self, job: Job<'_>) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Backend::Sse2 => x86_64::sse2::run(job),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => x86_64::avx2::run(job),
+            #[cfg(target_arch = "aarch64")]
+            Backend::Neon => aarch64::neon::run(job),
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Backend::Simd128 => wasm32::simd128::run(job),
+            _ => scalar::run(job),
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+fn avx2_detected() -> bool {
+    std::is_x86_feature_detected!("avx2")
+}
+
+#[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+fn avx2_detected() -> bool {
+    cfg!(all(target_arch = "x86_64", target_feature = "avx2"))
+}

@@ -1,0 +1,109 @@
+//! The generic kernels over wasm `v128` (simd128 only: no relaxed-SIMD instruction is used).
+
+use core::arch::wasm32::*;
+
+use crate::arch::generic::{self, Job, Vector};
+
+/// Token for simd128, enabled at compile time for this build.
+#[derive(Clone, Copy)]
+pub(crate) struct Simd128;
+
+impl Vector for Simd128 {
+    const LANES: usize = 4;
+    type U = v128;
+    type F = v128;
+
+    #[inline(always)]
+    fn load_u(self, bytes: &[u8]) -> v128 {
+        let b = &bytes[..16];
+        // SAFETY: `b` is 16 readable bytes; `v128_load` has no alignment requirement.
+        unsafe { v128_load(b.as_ptr().cast()) }
+    }
+    #[inline(always)]
+    fn splat_u(self, v: u32) -> v128 {
+        u32x4_splat(v)
+    }
+    #[inline(always)]
+    fn shr(self, a: v128, n: u32) -> v128 {
+        u32x4_shr(a, n)
+    }
+    #[inline(always)]
+    fn shl(self, a: v128, n: u32) -> v128 {
+        i32x4_shl(a, n)
+    }
+    #[inline(always)]
+    fn sar(self, a: v128, n: u32) -> v128 {
+        i32x4_shr(a, n)
+    }
+    #[inline(always)]
+    fn and(self, a: v128, b: v128) -> v128 {
+        v128_and(a, b)
+    }
+    #[inline(always)]
+    fn or(self, a: v128, b: v128) -> v128 {
+        v128_or(a, b)
+    }
+    #[inline(always)]
+    fn xor(self, a: v128, b: v128) -> v128 {
+        v128_xor(a, b)
+    }
+    #[inline(always)]
+    fn to_f32(self, a: v128) -> v128 {
+        f32x4_convert_i32x4(a)
+    }
+    #[inline(always)]
+    fn load_f(self, xs: &[f32]) -> v128 {
+        let x = &xs[..4];
+        // SAFETY: `x` is 4 readable floats.
+        unsafe { v128_load(x.as_ptr().cast()) }
+    }
+    #[inline(always)]
+    fn splat_f(self, v: f32) -> v128 {
+        f32x4_splat(v)
+    }
+    #[inline(always)]
+    fn splat_groups(self, s: &[f32]) -> v128 {
+        f32x4_splat(s[0])
+    }
+    #[inline(always)]
+    fn add(self, a: v128, b: v128) -> v128 {
+        f32x4_add(a, b)
+    }
+    #[inline(always)]
+    fn sub(self, a: v128, b: v128) -> v128 {
+        f32x4_sub(a, b)
+    }
+    #[inline(always)]
+    fn mul(self, a: v128, b: v128) -> v128 {
+        f32x4_mul(a, b)
+    }
+    #[inline(always)]
+    fn store(self, a: v128, out: &mut [f32]) {
+        let o = &mut out[..4];
+        // SAFETY: `o` is 4 writable floats.
+        unsafe { v128_store(o.as_mut_ptr().cast(), a) }
+    }
+    #[inline(always)]
+    fn store_interleaved(self, v: [v128; 4], out: &mut [f32]) {
+        let rows = {
+            let t0 = i32x4_shuffle::<0, 4, 1, 5>(v[0], v[1]);
+            let t1 = i32x4_shuffle::<2, 6, 3, 7>(v[0], v[1]);
+            let t2 = i32x4_shuffle::<0, 4, 1, 5>(v[2], v[3]);
+            let t3 = i32x4_shuffle::<2, 6, 3, 7>(v[2], v[3]);
+            [
+                i32x4_shuffle::<0, 1, 4, 5>(t0, t2),
+                i32x4_shuffle::<2, 3, 6, 7>(t0, t2),
+                i32x4_shuffle::<0, 1, 4, 5>(t1, t3),
+                i32x4_shuffle::<2, 3, 6, 7>(t1, t3),
+            ]
+        };
+        for (r, o) in rows.into_iter().zip(out[..16].chunks_exact_mut(4)) {
+            self.store(r, o);
+        }
+    }
+}
+
+/// Runs a job on simd128.
+pub(crate) fn run(job: Job<'_>) {
+    generic::run(Simd128, job);
+}

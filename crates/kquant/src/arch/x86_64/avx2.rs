@@ -1,0 +1,139 @@
+//! The generic kernels over AVX2 `__m256` / `__m256i`: 8 lanes, two sub-blocks per register.
+
+use core::arch::x86_64::*;
+
+use crate::arch::generic::{self, Job, Vector};
+
+/// Token for AVX2; only [`run`] makes one, after the backend was found available.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx2(());
+
+// Every method below calls AVX2 intrinsics. SAFETY (for each `unsafe` block in this impl): an
+// `Avx2` token exists only inside `run_avx2`, which runs only when AVX2 was detected; the
+// methods are `inline(always)` into that `#[target_feature(enable = "avx2")]` function. Loads
+// and stores go through slices of the exact length they touch.
+impl Vector for Avx2 {
+    const LANES: usize = 8;
+    type U = __m256i;
+    type F = __m256;
+
+    #[inline(always)]
+    fn load_u(self, bytes: &[u8]) -> __m256i {
+        let b = &bytes[..32];
+        // SAFETY: see the impl; `b` is 32 readable bytes.
+        unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
+    }
+    #[inline(always)]
+    fn splat_u(self, v: u32) -> __m256i {
+        // SAFETY: see the impl.
+        unsafe { _mm256_set1_epi32(v as i32) }
+    }
+    #[inline(always)]
+    fn shr(self, a: __m256i, n: u32) -> __m256i {
+        // SAFETY: see the impl.
+        unsafe { _mm256_srl_epi32(a, _mm_cvtsi32_si128(n as i32)) }
+    }
+    #[inline(always)]
+    fn shl(self, a: __m256i, n: u32) -> __m256i {
+        // SAFETY: see the impl.
+        unsafe { _mm256_sll_epi32(a, _mm_cvtsi32_si128(n as i32)) }
+    }
+    #[inline(always)]
+    fn sar(self, a: __m256i, n: u32) -> __m256i {
+        // SAFETY: see the impl.
+        unsafe { _mm256_sra_epi32(a, _mm_cvtsi32_si128(n as i32)) }
+    }
+    #[inline(always)]
+    fn and(self, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: see the impl.
+        unsafe { _mm256_and_si256(a, b) }
+    }
+    #[inline(always)]
+    fn or(self, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: see the impl.
+        unsafe { _mm256_or_si256(a, b) }
+    }
+    #[inline(always)]
+    fn xor(self, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: see the impl.
+        unsafe { _mm256_xor_si256(a, b) }
+    }
+    #[inline(always)]
+    fn to_f32(self, a: __m256i) -> __m256 {
+        // SAFETY: see the impl.
+        unsafe { _mm256_cvtepi32_ps(a) }
+    }
+    #[inline(always)]
+    fn load_f(self, xs: &[f32]) -> __m256 {
+        let x = &xs[..8];
+        // SAFETY: see the impl; `x` is 8 readable floats.
+        unsafe { _mm256_loadu_ps(x.as_ptr()) }
+    }
+    #[inline(always)]
+    fn splat_f(self, v: f32) -> __m256 {
+        // SAFETY: see the impl.
+        unsafe { _mm256_set1_ps(v) }
+    }
+    #[inline(always)]
+    fn splat_groups(self, s: &[f32]) -> __m256 {
+        // SAFETY: see the impl.
+        unsafe { _mm256_set_m128(_mm_set1_ps(s[1]), _mm_set1_ps(s[0])) }
+    }
+    #[inline(always)]
+    fn add(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: see the impl.
+        unsafe { _mm256_add_ps(a, b) }
+    }
+    #[inline(always)]
+    fn sub(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: see the impl.
+        unsafe { _mm256_sub_ps(a, b) }
+    }
+    #[inline(always)]
+    fn mul(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: see the impl.
+        unsafe { _mm256_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    fn store(self, a: __m256, out: &mut [f32]) {
+        let o = &mut out[..8];
+        // SAFETY: see the impl; `o` is 8 writable floats.
+        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), a) }
+    }
+    #[inline(always)]
+    fn store_interleaved(self, v: [__m256; 4], out: &mut [f32]) {
+        // SAFETY: see the impl. A 4×4 transpose inside each 128-bit half, then the halves are
+        // regrouped so that lanes 0..4 come before lanes 4..8.
+        let halves = unsafe {
+            let t0 = _mm256_unpacklo_ps(v[0], v[1]);
+            let t1 = _mm256_unpackhi_ps(v[0], v[1]);
+            let t2 = _mm256_unpacklo_ps(v[2], v[3]);
+            let t3 = _mm256_unpackhi_ps(v[2], v[3]);
+            let r0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+            let r1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+            let r2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+            let r3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+            [
+                _mm256_permute2f128_ps::<0x20>(r0, r1),
+                _mm256_permute2f128_ps::<0x20>(r2, r3),
+                _mm256_permute2f128_ps::<0x31>(r0, r1),
+                _mm256_permute2f128_ps::<0x31>(r2, r3),
+            ]
+        };
+        for (r, o) in halves.into_iter().zip(out[..32].chunks_exact_mut(8)) {
+            self.store(r, o);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+fn run_avx2(job: Job<'_>) {
+    generic::run(Avx2(()), job);
+}
+
+/// Runs a job on AVX2; the caller has checked that AVX2 is available.
+pub(crate) fn run(job: Job<'_>) {
+    debug_assert!(crate::Backend::Avx2.is_available());
+    // SAFETY: the dispatcher only picks AVX2 after `Backend::Avx2.is_available()`.
+    unsafe { run_avx2(job) }
+}

@@ -1,0 +1,125 @@
+//! The generic kernels over SSE2 `__m128` / `__m128i`.
+
+use core::arch::x86_64::*;
+
+use crate::arch::generic::{self, Job, Vector};
+
+/// Token for SSE2, which every x86_64 CPU has.
+#[derive(Clone, Copy)]
+pub(crate) struct Sse2;
+
+// SAFETY (for each `unsafe` block in this impl): SSE2 is part of the x86_64 baseline, so these intrinsics always run; loads and stores go
+// through slices of exactly the length they touch.
+impl Vector for Sse2 {
+    const LANES: usize = 4;
+    type U = __m128i;
+    type F = __m128;
+
+    #[inline(always)]
+    fn load_u(self, bytes: &[u8]) -> __m128i {
+        let b = &bytes[..16];
+        // SAFETY: `b` is 16 readable bytes; the load is unaligned.
+        unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
+    }
+    #[inline(always)]
+    fn splat_u(self, v: u32) -> __m128i {
+        // SAFETY: see the impl.
+        unsafe { _mm_set1_epi32(v as i32) }
+    }
+    #[inline(always)]
+    fn shr(self, a: __m128i, n: u32) -> __m128i {
+        // SAFETY: see the impl.
+        unsafe { _mm_srl_epi32(a, _mm_cvtsi32_si128(n as i32)) }
+    }
+    #[inline(always)]
+    fn shl(self, a: __m128i, n: u32) -> __m128i {
+        // SAFETY: see the impl.
+        unsafe { _mm_sll_epi32(a, _mm_cvtsi32_si128(n as i32)) }
+    }
+    #[inline(always)]
+    fn sar(self, a: __m128i, n: u32) -> __m128i {
+        // SAFETY: see the impl.
+        unsafe { _mm_sra_epi32(a, _mm_cvtsi32_si128(n as i32)) }
+    }
+    #[inline(always)]
+    fn and(self, a: __m128i, b: __m128i) -> __m128i {
+        // SAFETY: see the impl.
+        unsafe { _mm_and_si128(a, b) }
+    }
+    #[inline(always)]
+    fn or(self, a: __m128i, b: __m128i) -> __m128i {
+        // SAFETY: see the impl.
+        unsafe { _mm_or_si128(a, b) }
+    }
+    #[inline(always)]
+    fn xor(self, a: __m128i, b: __m128i) -> __m128i {
+        // SAFETY: see the impl.
+        unsafe { _mm_xor_si128(a, b) }
+    }
+    #[inline(always)]
+    fn to_f32(self, a: __m128i) -> __m128 {
+        // SAFETY: see the impl.
+        unsafe { _mm_cvtepi32_ps(a) }
+    }
+    #[inline(always)]
+    fn load_f(self, xs: &[f32]) -> __m128 {
+        let x = &xs[..4];
+        // SAFETY: `x` is 4 readable floats; the load is unaligned.
+        unsafe { _mm_loadu_ps(x.as_ptr()) }
+    }
+    #[inline(always)]
+    fn splat_f(self, v: f32) -> __m128 {
+        // SAFETY: see the impl.
+        unsafe { _mm_set1_ps(v) }
+    }
+    #[inline(always)]
+    fn splat_groups(self, s: &[f32]) -> __m128 {
+        // SAFETY: see the impl.
+        unsafe { _mm_set1_ps(s[0]) }
+    }
+    #[inline(always)]
+    fn add(self, a: __m128, b: __m128) -> __m128 {
+        // SAFETY: see the impl.
+        unsafe { _mm_add_ps(a, b) }
+    }
+    #[inline(always)]
+    fn sub(self, a: __m128, b: __m128) -> __m128 {
+        // SAFETY: see the impl.
+        unsafe { _mm_sub_ps(a, b) }
+    }
+    #[inline(always)]
+    fn mul(self, a: __m128, b: __m128) -> __m128 {
+        // SAFETY: see the impl.
+        unsafe { _mm_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    fn store(self, a: __m128, out: &mut [f32]) {
+        let o = &mut out[..4];
+        // SAFETY: `o` is 4 writable floats; the store is unaligned.
+        unsafe { _mm_storeu_ps(o.as_mut_ptr(), a) }
+    }
+    #[inline(always)]
+    fn store_interleaved(self, v: [__m128; 4], out: &mut [f32]) {
+        // SAFETY: see the impl. A 4×4 transpose.
+        let rows = unsafe {
+            let t0 = _mm_unpacklo_ps(v[0], v[1]);
+            let t1 = _mm_unpackhi_ps(v[0], v[1]);
+            let t2 = _mm_unpacklo_ps(v[2], v[3]);
+            let t3 = _mm_unpackhi_ps(v[2], v[3]);
+            [
+                _mm_movelh_ps(t0, t2),
+                _mm_movehl_ps(t2, t0),
+                _mm_movelh_ps(t1, t3),
+                _mm_movehl_ps(t3, t1),
+            ]
+        };
+        for (r, o) in rows.into_iter().zip(out[..16].chunks_exact_mut(4)) {
+            self.store(r, o);
+        }
+    }
+}
+
+/// Runs a job on SSE2.
+pub(crate) fn run(job: Job<'_>) {
+    generic::run(Sse2, job);
+}

@@ -1,0 +1,223 @@
+//! The public entry points: a validated quantized matrix, its mat-vec and dequantization.
+
+use crate::arch::generic::{self, Job};
+use crate::{Backend, Block, BlockQ4K, BlockQ6K, Error, QK_K};
+
+/// A supported ggml quantization format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QuantType {
+    /// ggml `Q4_K` (type id 12).
+    Q4K,
+    /// ggml `Q6_K` (type id 14).
+    Q6K,
+}
+
+impl QuantType {
+    /// Both formats.
+    pub const ALL: [QuantType; 2] = [QuantType::Q4K, QuantType::Q6K];
+
+    /// Bytes per 256-weight block.
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            QuantType::Q4K => BlockQ4K::BYTES,
+            QuantType::Q6K => BlockQ6K::BYTES,
+        }
+    }
+
+    /// ggml's name for the format (`"q4_k"`, `"q6_k"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            QuantType::Q4K => "q4_k",
+            QuantType::Q6K => "q6_k",
+        }
+    }
+
+    /// Looks a format up by [`QuantType::name`] (case-insensitive).
+    pub fn from_name(name: &str) -> Option<QuantType> {
+        QuantType::ALL
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(name))
+    }
+
+    /// ggml's numeric type id, as stored in GGUF files.
+    pub const fn ggml_type(self) -> u32 {
+        match self {
+            QuantType::Q4K => 12,
+            QuantType::Q6K => 14,
+        }
+    }
+
+    /// The format with ggml type id `id`, if supported.
+    pub fn from_ggml_type(id: u32) -> Option<QuantType> {
+        QuantType::ALL.into_iter().find(|t| t.ggml_type() == id)
+    }
+
+    /// Bytes of one row of `cols` weights; `cols` must be a positive multiple of 256.
+    pub fn row_bytes(self, cols: usize) -> Result<usize, Error> {
+        if cols == 0 {
+            return Err(Error::EmptyShape);
+        }
+        if cols % QK_K != 0 {
+            return Err(Error::ColsNotMultipleOf256 { cols });
+        }
+        Ok(cols / QK_K * self.block_bytes())
+    }
+}
+
+/// A row-major `rows × cols` matrix of quantized weights, checked once at construction.
+#[derive(Clone, Copy, Debug)]
+pub struct QMatrix<'a> {
+    ty: QuantType,
+    bytes: &'a [u8],
+    rows: usize,
+    cols: usize,
+}
+
+impl<'a> QMatrix<'a> {
+    /// Checks that `bytes` holds exactly `rows × cols` weights of type `ty`.
+    pub fn new(ty: QuantType, bytes: &'a [u8], rows: usize, cols: usize) -> Result<Self, Error> {
+        let row_bytes = ty.row_bytes(cols)?;
+        if rows == 0 {
+            return Err(Error::EmptyShape);
+        }
+        let expected = rows.checked_mul(row_bytes).ok_or(Error::ShapeOverflow)?;
+        check_len("weights", expected, bytes.len())?;
+        Ok(QMatrix {
+            ty,
+            bytes,
+            rows,
+            cols,
+        })
+    }
+
+    /// The format.
+    pub fn ty(&self) -> QuantType {
+        self.ty
+    }
+
+    /// Number of rows (outputs).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns (inputs), a multiple of 256.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The raw blocks.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Floats of scratch that [`QMatrix::mat_vec_with`] needs (the prepared activations).
+    pub fn scratch_len(&self) -> usize {
+        generic::prepared_len(self.ty == QuantType::Q4K, self.cols)
+    }
+
+    /// `out[r] = Σ_c W[r,c]·x[c]` on `backend`, in the canonical order described in the crate docs. `scratch` must hold [`QMatrix::scratch_len`] floats.
+    pub fn mat_vec_with(
+        &self,
+        backend: Backend,
+        x: &[f32],
+        out: &mut [f32],
+        scratch: &mut [f32],
+    ) -> Result<(), Error> {
+        if !backend.is_available() {
+            return Err(Error::BackendUnavailable);
+        }
+        check_len("x", self.cols, x.len())?;
+        check_len("out", self.rows, out.len())?;
+        check_len("scratch", self.scratch_len(), scratch.len())?;
+        let q4k = self.ty == QuantType::Q4K;
+        generic::prepare(x, q4k, scratch);
+        let prepared = &*scratch;
+        backend.run(match self.ty {
+            QuantType::Q4K => Job::MatVecQ4K {
+                blocks: BlockQ4K::slice_from_bytes(self.bytes)?,
+                prepared,
+                out,
+            },
+            QuantType::Q6K => Job::MatVecQ6K {
+                blocks: BlockQ6K::slice_from_bytes(self.bytes)?,
+                prepared,
+                out,
+            },
+        });
+        Ok(())
+    }
+
+    /// [`QMatrix::mat_vec_with`] on [`Backend::best`], allocating its scratch.
+    #[cfg(feature = "alloc")]
+    pub fn mat_vec(&self, x: &[f32], out: &mut [f32]) -> Result<(), Error> {
+        let mut scratch = alloc::vec![0.0; self.scratch_len()];
+        self.mat_vec_with(Backend::best(), x, out, &mut scratch)
+    }
+}
+
+/// `out = W·x` for a `rows × cols` Q4_K matrix given as bytes, on the best backend.
+#[cfg(feature = "alloc")]
+pub fn mat_vec_q4k(
+    weights: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    out: &mut [f32],
+) -> Result<(), Error> {
+    QMatrix::new(QuantType::Q4K, weights, rows, cols)?.mat_vec(x, out)
+}
+
+/// `out = W·x` for a `rows × cols` Q6_K matrix given as bytes, on the best backend.
+#[cfg(feature = "alloc")]
+pub fn mat_vec_q6k(
+    weights: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    out: &mut [f32],
+) -> Result<(), Error> {
+    QMatrix::new(QuantType::Q6K, weights, rows, cols)?.mat_vec(x, out)
+}
+
+/// Dequantizes whole blocks of `ty` into `out` (256 floats per block) on `backend`,
+/// bit-identical to ggml's `dequantize_row_q4_K` / `dequantize_row_q6_K`.
+pub fn dequantize_with(
+    backend: Backend,
+    ty: QuantType,
+    bytes: &[u8],
+    out: &mut [f32],
+) -> Result<(), Error> {
+    if !backend.is_available() {
+        return Err(Error::BackendUnavailable);
+    }
+    match ty {
+        QuantType::Q4K => {
+            let blocks = BlockQ4K::slice_from_bytes(bytes)?;
+            check_len("out", blocks.len() * QK_K, out.len())?;
+            backend.run(Job::DequantQ4K { blocks, out });
+        }
+        QuantType::Q6K => {
+            let blocks = BlockQ6K::slice_from_bytes(bytes)?;
+            check_len("out", blocks.len() * QK_K, out.len())?;
+            backend.run(Job::DequantQ6K { blocks, out });
+        }
+    }
+    Ok(())
+}
+
+/// [`dequantize_with`] on [`Backend::best`].
+pub fn dequantize(ty: QuantType, bytes: &[u8], out: &mut [f32]) -> Result<(), Error> {
+    dequantize_with(Backend::best(), ty, bytes, out)
+}
+
+fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), Error> {
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch {
+            what,
+            expected,
+            actual,
+        })
+    }
+}
