@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything the project needs on a fresh Debian machine of this kind; idempotent.
+# Called by scripts/test.sh and scripts/demo.sh, so nobody needs to run it by hand.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*"; }
+
+apt_packages=()
+command -v aarch64-linux-gnu-gcc >/dev/null || apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+command -v qemu-aarch64 >/dev/null || apt_packages+=(qemu-user)
+command -v wasm-validate >/dev/null || apt_packages+=(wabt)
+if [ ${#apt_packages[@]} -gt 0 ]; then
+  log "apt-get install ${apt_packages[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+fi
+
+# The toolchain and its targets come from rust-toolchain.toml.
+log "rust toolchain: $(rustup show active-toolchain 2>/dev/null | head -n1)"
+rustup toolchain install >/dev/null 2>&1 || true
+rustup target add aarch64-unknown-linux-gnu wasm32-wasip1 wasm32-unknown-unknown thumbv7em-none-eabihf >/dev/null
+
+# The independent oracle for block decoding.
+if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
+  log "pip install gguf numpy"
+  python3 -m pip install --quiet --disable-pip-version-check 'gguf==0.19.0' numpy
+fi
+
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 20 ]; then
+  echo "setup: Node.js 20 or newer is required (found: $(node --version 2>/dev/null || echo none))" >&2
+  exit 1
+fi

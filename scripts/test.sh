@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# All tests: native x86_64, aarch64 under qemu, wasm32 under Node, no_std, wasm validation,
+# the must-fail check, lints. This is the README's test command; .ci/run calls it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+unset RUSTFLAGS # it would silently replace the per-target rustflags (simd128) of .cargo/config.toml
+
+passed=0
+step() { printf '\n\033[1;32m==> %s\033[0m\n' "$*"; }
+ok() { passed=$((passed + 1)); }
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy -p kquant --target aarch64-unknown-linux-gnu --all-targets -- -D warnings
+cargo clippy -p kquant --target wasm32-wasip1 --all-targets -- -D warnings
+ok
+
+step "fixtures are what the gguf oracle makes"
+scripts/check-fixtures.sh
+ok
+
+step "x86_64 (native): all tests"
+cargo test --workspace
+ok
+
+step "aarch64 (qemu-aarch64): kquant tests on NEON"
+cargo test -p kquant --target aarch64-unknown-linux-gnu
+ok
+
+step "wasm32-wasip1 (Node, simd128): kquant tests"
+cargo test -p kquant --target wasm32-wasip1
+ok
+
+step "no_std: bare-metal build, and the wasm32-unknown-unknown build"
+cargo build -p kquant --no-default-features --target thumbv7em-none-eabihf
+cargo build -p kquant --release --target wasm32-unknown-unknown
+ok
+
+step "every .wasm validates with relaxed SIMD disabled"
+scripts/check-wasm.sh target/wasm32-wasip1/debug/deps/*.wasm target/wasm32-unknown-unknown/release/*.wasm
+ok
+
+step "must-fail: a perturbed order makes the bit-exact suite fail"
+for target in x86_64-unknown-linux-gnu wasm32-wasip1; do
+  if cargo test -q -p kquant --features perturb-order --target "$target" --test bit_exact >/tmp/must-fail.log 2>&1; then
+    cat /tmp/must-fail.log
+    echo "must-fail check: the bit-exact suite PASSED with a perturbed order on $target" >&2
+    exit 1
+  fi
+  echo "must-fail check on $target: the suite failed as it should:"
+  grep -m2 -E 'differs|golden' /tmp/must-fail.log || true
+done
+ok
+
+echo
+echo "scripts/test.sh: $passed passed, 0 failed"
