@@ -6,7 +6,7 @@
 //!   activations, in one canonical evaluation order that every [`Backend`] reproduces bit for
 //!   bit (scalar, SSE2, AVX2, NEON, wasm simd128). The order is written out in the docs of the
 //!   `arch::generic` module (`src/arch/generic.rs`).
-//! * [`quantize`]: ggml's reference quantizers.
+//! * [`quantize`]: ggml's reference quantizers; [`synth`]: seeded test data.
 //!
 //! ```
 //! use kquant::{quantize::quantize_row_q6k, Block, BlockQ6K, QMatrix, QuantType};
@@ -27,6 +27,11 @@
 #![no_std]
 #![deny(missing_docs)]
 
+/// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctest;
+
 #[cfg(feature = "alloc")]
 extern crate alloc;
 #[cfg(feature = "std")]
@@ -37,6 +42,7 @@ mod block;
 mod error;
 mod matrix;
 pub mod quantize;
+pub mod synth;
 
 pub use arch::Backend;
 pub use block::{Block, BlockQ4K, BlockQ6K, QK_K};

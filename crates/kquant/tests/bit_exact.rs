@@ -142,8 +142,8 @@ fn golden_hashes_are_the_same_on_every_architecture() {
     assert_eq!(got, expected, "golden hashes (update only with a deliberate change of order)");
 }
 
-const GOLDEN_Q4K: u64 = 5875200633632403955;
-const GOLDEN_Q6K: u64 = 5610458053831307574;
+const GOLDEN_Q4K: u64 = 4609397648762134467;
+const GOLDEN_Q6K: u64 = 18371960678483141802;
 
 /// The build must really run its SIMD backend: a wasm build without simd128, or an aarch64
 /// build falling back to scalar, fails here instead of passing slowly.

@@ -4,62 +4,12 @@
 
 use kquant::{quantize, Block, BlockQ4K, BlockQ6K, QuantType};
 
-/// SplitMix64: small, seedable, the same on every target.
-pub struct Rng(u64);
+pub use kquant::synth::SplitMix64 as Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// Uniform in [-1, 1).
-    pub fn unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    /// Roughly normal (sum of four uniforms).
-    pub fn normal(&mut self) -> f32 {
-        (self.unit() + self.unit() + self.unit() + self.unit()) * 0.5
-    }
-
-    pub fn bytes(&mut self, out: &mut [u8]) {
-        for b in out {
-            *b = self.next_u64() as u8;
-        }
-    }
-}
-
-/// `n` random blocks of `ty` with realistic f16 scales: quant bytes uniformly random.
+/// `n` random blocks of `ty` with realistic f16 scales.
 pub fn random_blocks(rng: &mut Rng, ty: QuantType, n: usize) -> Vec<u8> {
     let mut bytes = vec![0u8; n * ty.block_bytes()];
-    rng.bytes(&mut bytes);
-    let scale = |rng: &mut Rng| half::f16::from_f32(rng.unit().abs() * 4e-3 + 1e-5).to_le_bytes();
-    match ty {
-        QuantType::Q4K => {
-            for b in BlockQ4K::slice_from_bytes_mut(&mut bytes).unwrap() {
-                b.d = scale(rng);
-                b.dmin = scale(rng);
-            }
-        }
-        QuantType::Q6K => {
-            for b in BlockQ6K::slice_from_bytes_mut(&mut bytes).unwrap() {
-                b.d = scale(rng);
-            }
-        }
-    }
+    kquant::synth::random_blocks(rng, ty, &mut bytes).unwrap();
     bytes
 }
 
