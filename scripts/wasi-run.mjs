@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --no-warnings=ExperimentalWarning
 // Cargo runner for wasm32-wasip1: runs a test binary under Node's built-in WASI.
 // Usage (set in .cargo/config.toml): node scripts/wasi-run.mjs file.wasm [args…]
 import { readFile } from "node:fs/promises";

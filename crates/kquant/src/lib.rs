@@ -47,6 +47,6 @@ pub mod synth;
 pub use arch::Backend;
 pub use block::{Block, BlockQ4K, BlockQ6K, QK_K};
 pub use error::Error;
+pub use matrix::{dequantize, dequantize_with, QMatrix, QuantType};
 #[cfg(feature = "alloc")]
 pub use matrix::{mat_vec_q4k, mat_vec_q6k};
-pub use matrix::{dequantize, dequantize_with, QMatrix, QuantType};

@@ -51,10 +51,12 @@ pub fn random_blocks(rng: &mut SplitMix64, ty: QuantType, out: &mut [u8]) -> Res
     rng.fill_bytes(out);
     let mut scale = || half::f16::from_f32(rng.unit().abs() * 4e-3 + 1e-5).to_le_bytes();
     match ty {
-        QuantType::Q4K => BlockQ4K::slice_from_bytes_mut(out)?.iter_mut().for_each(|b| {
-            b.d = scale();
-            b.dmin = scale();
-        }),
+        QuantType::Q4K => BlockQ4K::slice_from_bytes_mut(out)?
+            .iter_mut()
+            .for_each(|b| {
+                b.d = scale();
+                b.dmin = scale();
+            }),
         QuantType::Q6K => BlockQ6K::slice_from_bytes_mut(out)?
             .iter_mut()
             .for_each(|b| b.d = scale()),

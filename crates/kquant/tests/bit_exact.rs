@@ -35,7 +35,11 @@ fn assert_backends_agree(m: &QMatrix, x: &[f32], case: &str) -> Vec<f32> {
     for backend in Backend::available() {
         let mut dq = vec![0.0; dq_ref.len()];
         dequantize_with(backend, m.ty(), m.bytes(), &mut dq).unwrap();
-        assert_eq!(first_difference(&dq, &dq_ref), None, "{case}: dequantize on {backend}");
+        assert_eq!(
+            first_difference(&dq, &dq_ref),
+            None,
+            "{case}: dequantize on {backend}"
+        );
     }
     reference
 }
@@ -139,7 +143,10 @@ fn golden_hashes_are_the_same_on_every_architecture() {
         got.push((ty, hash_bits(&logits)));
     }
     let expected = [(QuantType::Q4K, GOLDEN_Q4K), (QuantType::Q6K, GOLDEN_Q6K)];
-    assert_eq!(got, expected, "golden hashes (update only with a deliberate change of order)");
+    assert_eq!(
+        got, expected,
+        "golden hashes (update only with a deliberate change of order)"
+    );
 }
 
 const GOLDEN_Q4K: u64 = 4609397648762134467;
@@ -163,8 +170,16 @@ fn the_simd_backend_is_selected() {
     #[cfg(target_arch = "aarch64")]
     assert_eq!(best, Backend::Neon);
     #[cfg(target_arch = "wasm32")]
-    assert_eq!(best, Backend::Simd128, "built without -C target-feature=+simd128?");
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "wasm32")))]
+    assert_eq!(
+        best,
+        Backend::Simd128,
+        "built without -C target-feature=+simd128?"
+    );
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_arch = "wasm32"
+    )))]
     assert_eq!(best, Backend::Scalar);
     eprintln!("best backend here: {best}");
 }

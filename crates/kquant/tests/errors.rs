@@ -100,7 +100,9 @@ fn unavailable_backend_is_an_error() {
     let m = QMatrix::new(QuantType::Q4K, &w, 1, 256).unwrap();
     let err = m.mat_vec_with(backend, &[0.0; 256], &mut [0.0], &mut [0.0; 264]);
     assert_eq!(err.unwrap_err(), Error::BackendUnavailable);
-    assert!(Error::BackendUnavailable.to_string().contains("not available"));
+    assert!(Error::BackendUnavailable
+        .to_string()
+        .contains("not available"));
 }
 
 #[test]
@@ -128,7 +130,10 @@ fn non_finite_values_propagate() {
         assert!(out.iter().all(|y| y.is_nan()), "{ty:?}: {out:?}");
         x[17] = f32::INFINITY;
         m.mat_vec(&x, &mut out).unwrap();
-        assert!(out.iter().all(|y| y.is_infinite() || y.is_nan()), "{ty:?}: {out:?}");
+        assert!(
+            out.iter().all(|y| y.is_infinite() || y.is_nan()),
+            "{ty:?}: {out:?}"
+        );
     }
     let mut w = random_blocks(&mut rng, QuantType::Q6K, 2);
     BlockQ6K::slice_from_bytes_mut(&mut w).unwrap()[1].d = half::f16::NAN.to_le_bytes();

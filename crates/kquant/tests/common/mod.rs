@@ -48,8 +48,8 @@ pub fn first_difference(a: &[f32], b: &[f32]) -> Option<usize> {
 pub fn hash_bits(v: &[f32]) -> u64 {
     v.iter().fold(0xCBF2_9CE4_8422_2325, |h, x| {
         let bits = if x.is_nan() { 0x7FC0_0000 } else { x.to_bits() };
-        bits.to_le_bytes()
-            .iter()
-            .fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3))
+        bits.to_le_bytes().iter().fold(h, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3)
+        })
     })
 }

@@ -1,0 +1,59 @@
+//! Median wall time of `mat_vec` per backend on the benchmark shapes, as a Markdown table.
+//! Runs natively and on wasm32-wasip1 under Node (the wasm harness):
+//!
+//! ```sh
+//! cargo run --release -p cobordism-benches --bin kernel-timing [-- RUNS]
+//! cargo run --release -p cobordism-benches --bin kernel-timing --target wasm32-wasip1 [-- RUNS]
+//! ```
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use cobordism_benches::CASES;
+use kquant::{Backend, QMatrix};
+
+fn median_ms(runs: usize, mut f: impl FnMut()) -> f64 {
+    f(); // warm-up
+    let mut t: Vec<f64> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+fn main() {
+    let runs = std::env::args()
+        .nth(1)
+        .map(|a| a.parse().expect("RUNS must be a number"))
+        .unwrap_or(7);
+    let arch = std::env::consts::ARCH;
+    println!("{arch}, median of {runs} runs after one warm-up");
+    println!();
+    println!("| case | kernel | ms | GB/s | vs scalar |");
+    println!("|---|---|---:|---:|---:|");
+    for case in CASES {
+        let (w, x) = case.data(1);
+        let m = QMatrix::new(case.ty, &w, case.rows, case.cols).unwrap();
+        let mut out = vec![0.0; case.rows];
+        let mut scratch = vec![0.0; m.scratch_len()];
+        let gb = case.weight_bytes() as f64 / 1e9;
+        let mut scalar_ms = None;
+        for backend in Backend::available() {
+            let ms = median_ms(runs, || {
+                m.mat_vec_with(backend, black_box(&x), &mut out, &mut scratch)
+                    .unwrap()
+            });
+            let base = *scalar_ms.get_or_insert(ms);
+            println!(
+                "| {} | {backend} | {ms:.1} | {:.2} | {:.1}× |",
+                case.label(),
+                gb / (ms / 1e3),
+                base / ms
+            );
+        }
+    }
+}
