@@ -283,7 +283,11 @@ fn dot_q6k<V: Vector>(v: V, row: &[BlockQ6K], xt: &[f32]) -> f32 {
 fn dot_q4k<V: Vector>(v: V, row: &[BlockQ4K], xt: &[f32], sums: &[f32]) -> f32 {
     let mut acc = [v.splat_f(0.0); 4];
     let mut mins = [0.0f32; 4];
-    for ((b, xb), xs) in row.iter().zip(xt.chunks_exact(QK_K)).zip(sums.chunks_exact(8)) {
+    for ((b, xb), xs) in row
+        .iter()
+        .zip(xt.chunks_exact(QK_K))
+        .zip(sums.chunks_exact(8))
+    {
         let (ds, dm) = q4k_scales(b);
         for s in 0..4 {
             for (c, a) in acc.iter_mut().enumerate().take(16 / V::LANES) {

@@ -39,7 +39,12 @@ impl Vector for Neon {
     #[inline(always)]
     fn sar(self, a: uint32x4_t, n: u32) -> uint32x4_t {
         // SAFETY: see the impl.
-        unsafe { vreinterpretq_u32_s32(vshlq_s32(vreinterpretq_s32_u32(a), vdupq_n_s32(-(n as i32)))) }
+        unsafe {
+            vreinterpretq_u32_s32(vshlq_s32(
+                vreinterpretq_s32_u32(a),
+                vdupq_n_s32(-(n as i32)),
+            ))
+        }
     }
     #[inline(always)]
     fn and(self, a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
