@@ -1,0 +1,273 @@
+//! `manifest.json`: a model's lm-head cut into contiguous row ranges, one slice object per shard.
+//!
+//! ```json
+//! { "format": "cobordism-lm-head", "format_version": 1, "version": "b1946ac92492d234",
+//!   "model": "qwen2.5-7b", "tensor": "output.weight", "dtype": "q6_k",
+//!   "hidden": 3584, "vocab": 152064, "shard_count": 8, "softcap": null,
+//!   "shards": [ { "index": 0, "row_start": 0, "row_count": 19008, "key": "shard-00.bin",
+//!                 "bytes": 56133120, "checksum": "xxh3-64:…" }, … ] }
+//! ```
+
+use core::fmt;
+
+use kquant::QuantType;
+use serde::{Deserialize, Serialize};
+
+use crate::Checksum;
+
+/// The value of `format`.
+pub const FORMAT: &str = "cobordism-lm-head";
+/// The value of `format_version` this code reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A parsed and validated manifest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Always [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// Identifies this set of slices; a worker replaces its resident slice when it changes.
+    pub version: String,
+    /// Model name (informational).
+    pub model: String,
+    /// GGUF tensor the slices come from (`output.weight` or `token_embd.weight`).
+    pub tensor: String,
+    /// ggml type name: `q4_k` or `q6_k`.
+    pub dtype: String,
+    /// Columns: the hidden size, a multiple of 256.
+    pub hidden: usize,
+    /// Rows: the vocabulary size.
+    pub vocab: usize,
+    /// Number of shards (`shards.len()`).
+    pub shard_count: usize,
+    /// Final-logit soft cap `c` (logits become `c·tanh(z/c)`), if the model has one.
+    pub softcap: Option<f32>,
+    /// One entry per shard, in index order, covering `0..vocab` without gaps.
+    pub shards: Vec<ShardEntry>,
+}
+
+/// One shard's slice.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardEntry {
+    /// Position in `shards`.
+    pub index: usize,
+    /// First vocabulary row of the slice.
+    pub row_start: usize,
+    /// Rows in the slice.
+    pub row_count: usize,
+    /// Object key, relative to the manifest's prefix.
+    pub key: String,
+    /// Size of the object: `row_count` rows of raw blocks.
+    pub bytes: u64,
+    /// [`Checksum`] of the object.
+    pub checksum: String,
+}
+
+/// Why a manifest was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestError(pub String);
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid manifest: {}", self.0)
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+fn fail<T>(msg: impl Into<String>) -> Result<T, ManifestError> {
+    Err(ManifestError(msg.into()))
+}
+
+/// Largest manifest accepted (a guard against absurd inputs).
+const MAX_MANIFEST_BYTES: usize = 1 << 20;
+/// Most shards in one manifest.
+const MAX_SHARDS: usize = 4096;
+
+impl Manifest {
+    /// Parses and validates `manifest.json`.
+    pub fn parse(json: &[u8]) -> Result<Manifest, ManifestError> {
+        if json.len() > MAX_MANIFEST_BYTES {
+            return fail(format!("{} bytes is larger than 1 MiB", json.len()));
+        }
+        let m: Manifest = serde_json::from_slice(json).map_err(|e| ManifestError(e.to_string()))?;
+        m.validate()?;
+        Ok(m)
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a manifest always serializes")
+    }
+
+    /// The format of the weights.
+    pub fn quant_type(&self) -> QuantType {
+        QuantType::from_name(&self.dtype).expect("validated")
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.quant_type().row_bytes(self.hidden).expect("validated")
+    }
+
+    /// Builds the version string from the slices' checksums, so new content is a new version.
+    pub fn content_version(shards: &[ShardEntry]) -> String {
+        let mut c = Checksum::new();
+        for s in shards {
+            c.update(s.checksum.as_bytes());
+            c.update(&s.row_start.to_le_bytes());
+        }
+        c.finish()["xxh3-64:".len()..].to_string()
+    }
+
+    /// Checks every invariant the worker and the CLI rely on.
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        if self.format != FORMAT {
+            return fail(format!("format is {:?}, expected {FORMAT:?}", self.format));
+        }
+        if self.format_version != FORMAT_VERSION {
+            return fail(format!(
+                "format_version {} is not supported (this build reads {FORMAT_VERSION})",
+                self.format_version
+            ));
+        }
+        if self.version.is_empty() || self.version.len() > 128 {
+            return fail("version must be 1 to 128 characters");
+        }
+        let ty = QuantType::from_name(&self.dtype).ok_or_else(|| {
+            ManifestError(format!(
+                "dtype {:?} is not supported (supported: q4_k, q6_k)",
+                self.dtype
+            ))
+        })?;
+        let row_bytes = ty
+            .row_bytes(self.hidden)
+            .map_err(|e| ManifestError(format!("hidden = {}: {e}", self.hidden)))?;
+        if self.vocab == 0 {
+            return fail("vocab must be positive");
+        }
+        if self.shards.is_empty() || self.shards.len() > MAX_SHARDS {
+            return fail(format!("needs 1 to {MAX_SHARDS} shards"));
+        }
+        if self.shard_count != self.shards.len() {
+            return fail(format!(
+                "shard_count is {} but {} shards are listed",
+                self.shard_count,
+                self.shards.len()
+            ));
+        }
+        if let Some(c) = self.softcap {
+            if !(c.is_finite() && c > 0.0) {
+                return fail(format!("softcap must be positive and finite, not {c}"));
+            }
+        }
+        let mut next_row = 0usize;
+        for (i, s) in self.shards.iter().enumerate() {
+            if s.index != i {
+                return fail(format!("shard {i} has index {}", s.index));
+            }
+            if s.row_start != next_row || s.row_count == 0 {
+                return fail(format!(
+                    "shard {i} covers rows {}+{}; expected to start at {next_row} with ≥ 1 row",
+                    s.row_start, s.row_count
+                ));
+            }
+            next_row = s.row_start.checked_add(s.row_count).unwrap_or(usize::MAX);
+            let expected = (s.row_count as u64).checked_mul(row_bytes as u64);
+            if expected != Some(s.bytes) {
+                return fail(format!(
+                    "shard {i} has {} bytes; {} rows of {row_bytes} bytes expected",
+                    s.bytes, s.row_count
+                ));
+            }
+            if s.key.is_empty() || s.key.starts_with('/') || s.key.split('/').any(|p| p == "..") {
+                return fail(format!("shard {i} has an unsafe key {:?}", s.key));
+            }
+            let hex = s.checksum.strip_prefix("xxh3-64:").unwrap_or("");
+            if hex.len() != 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return fail(format!(
+                    "shard {i} checksum {:?} is not xxh3-64:<16 hex>",
+                    s.checksum
+                ));
+            }
+        }
+        if next_row != self.vocab {
+            return fail(format!(
+                "shards cover {next_row} rows, vocab is {}",
+                self.vocab
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> Manifest {
+        let shards: Vec<ShardEntry> = (0..2)
+            .map(|i| ShardEntry {
+                index: i,
+                row_start: 3 * i,
+                row_count: 3,
+                key: format!("shard-{i:02}.bin"),
+                bytes: 3 * 210,
+                checksum: Checksum::of(&[i as u8]),
+            })
+            .collect();
+        Manifest {
+            format: FORMAT.into(),
+            format_version: FORMAT_VERSION,
+            version: Manifest::content_version(&shards),
+            model: "test".into(),
+            tensor: "output.weight".into(),
+            dtype: "q6_k".into(),
+            hidden: 256,
+            vocab: 6,
+            shard_count: 2,
+            softcap: Some(30.0),
+            shards,
+        }
+    }
+
+    #[test]
+    fn round_trips_through_json() {
+        let m = sample();
+        assert_eq!(Manifest::parse(m.to_json().as_bytes()).unwrap(), m);
+        assert_eq!(m.quant_type(), QuantType::Q6K);
+        assert_eq!(m.row_bytes(), 210);
+    }
+
+    #[test]
+    fn refuses_inconsistent_manifests() {
+        let cases: Vec<(fn(&mut Manifest), &str)> = vec![
+            (|m| m.format = "x".into(), "format"),
+            (|m| m.format_version = 2, "format_version"),
+            (|m| m.dtype = "q8_0".into(), "supported: q4_k, q6_k"),
+            (|m| m.hidden = 100, "multiple of 256"),
+            (|m| m.vocab = 7, "cover 6 rows"),
+            (|m| m.shard_count = 3, "shard_count"),
+            (|m| m.shards[1].row_start = 4, "expected to start at 3"),
+            (|m| m.shards[1].bytes = 1, "rows of 210 bytes"),
+            (|m| m.shards[0].key = "../etc".into(), "unsafe key"),
+            (|m| m.shards[0].checksum = "md5:00".into(), "checksum"),
+            (|m| m.softcap = Some(-1.0), "softcap"),
+            (|m| m.shards[1].index = 5, "has index 5"),
+        ];
+        for (mutate, needle) in cases {
+            let mut m = sample();
+            mutate(&mut m);
+            let err = Manifest::parse(m.to_json().as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{err:?} should mention {needle:?}");
+        }
+        assert!(Manifest::parse(b"{").is_err());
+        assert!(Manifest::parse(b"[]").is_err());
+        assert!(Manifest::parse(&vec![b' '; 2 << 20]).is_err());
+    }
+}
