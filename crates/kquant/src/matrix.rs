@@ -52,12 +52,17 @@ impl QuantType {
         QuantType::ALL.into_iter().find(|t| t.ggml_type() == id)
     }
 
+    /// Floats of scratch a mat-vec over `cols` columns needs (the prepared activations).
+    pub const fn scratch_len(self, cols: usize) -> usize {
+        generic::prepared_len(matches!(self, QuantType::Q4K), cols)
+    }
+
     /// Bytes of one row of `cols` weights; `cols` must be a positive multiple of 256.
     pub fn row_bytes(self, cols: usize) -> Result<usize, Error> {
         if cols == 0 {
             return Err(Error::EmptyShape);
         }
-        if cols % QK_K != 0 {
+        if !cols.is_multiple_of(QK_K) {
             return Err(Error::ColsNotMultipleOf256 { cols });
         }
         Ok(cols / QK_K * self.block_bytes())
@@ -112,7 +117,7 @@ impl<'a> QMatrix<'a> {
 
     /// Floats of scratch that [`QMatrix::mat_vec_with`] needs (the prepared activations).
     pub fn scratch_len(&self) -> usize {
-        generic::prepared_len(self.ty == QuantType::Q4K, self.cols)
+        self.ty.scratch_len(self.cols)
     }
 
     /// `out[r] = Σ_c W[r,c]·x[c]` on `backend`, in the canonical order described in the crate docs. `scratch` must hold [`QMatrix::scratch_len`] floats.

@@ -49,7 +49,7 @@ pub fn decode_hidden(body: &[u8], hidden: usize) -> Result<(Vec<f32>, usize), Hi
     }
     let vector_bytes = 4 * hidden;
     let n = body.len() / vector_bytes.max(1);
-    if vector_bytes == 0 || body.len() % vector_bytes != 0 || n > MAX_BATCH {
+    if vector_bytes == 0 || !body.len().is_multiple_of(vector_bytes) || n > MAX_BATCH {
         return Err(HiddenError::BadLength {
             len: body.len(),
             vector_bytes,

@@ -85,7 +85,7 @@ fn fail<T>(msg: impl Into<String>) -> Result<T, ManifestError> {
 /// Largest manifest accepted (a guard against absurd inputs).
 const MAX_MANIFEST_BYTES: usize = 1 << 20;
 /// Most shards in one manifest.
-const MAX_SHARDS: usize = 4096;
+pub const MAX_SHARDS: usize = 4096;
 
 impl Manifest {
     /// Parses and validates `manifest.json`.
@@ -175,7 +175,7 @@ impl Manifest {
                     s.row_start, s.row_count
                 ));
             }
-            next_row = s.row_start.checked_add(s.row_count).unwrap_or(usize::MAX);
+            next_row = s.row_start.saturating_add(s.row_count);
             let expected = (s.row_count as u64).checked_mul(row_bytes as u64);
             if expected != Some(s.bytes) {
                 return fail(format!(
@@ -244,7 +244,8 @@ mod tests {
 
     #[test]
     fn refuses_inconsistent_manifests() {
-        let cases: Vec<(fn(&mut Manifest), &str)> = vec![
+        type Mutation = fn(&mut Manifest);
+        let cases: Vec<(Mutation, &str)> = vec![
             (|m| m.format = "x".into(), "format"),
             (|m| m.format_version = 2, "format_version"),
             (|m| m.dtype = "q8_0".into(), "supported: q4_k, q6_k"),

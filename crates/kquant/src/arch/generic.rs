@@ -300,7 +300,7 @@ fn dot_q4k<V: Vector>(v: V, row: &[BlockQ4K], xt: &[f32], sums: &[f32]) -> f32 {
             }
         }
         for (s, &x_sum) in xs.iter().enumerate() {
-            mins[s % 4] = mins[s % 4] + dm[2 * s] * x_sum;
+            mins[s % 4] += dm[2 * s] * x_sum;
         }
     }
     reduce(v, acc) - ((mins[0] + mins[1]) + (mins[2] + mins[3]))
