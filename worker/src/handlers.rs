@@ -56,7 +56,7 @@ fn too_large(limit: usize) -> ApiError {
     )
 }
 
-/// Reads the body, refusing a missing one (411) and stopping past `limit` bytes (413).
+/// Reads the body, refusing a missing or empty one (411) and stopping past `limit` bytes (413).
 async fn read_body(req: &mut Request, limit: usize) -> Result<Vec<u8>, ApiError> {
     let declared = req.headers().get("Content-Length").ok().flatten();
     if let Some(n) = declared
@@ -67,21 +67,23 @@ async fn read_body(req: &mut Request, limit: usize) -> Result<Vec<u8>, ApiError>
             return Err(too_large(limit));
         }
     }
-    if req.inner().body().is_none() {
+    let mut body = Vec::new();
+    if req.inner().body().is_some() {
+        let mut stream = req.stream()?;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            if body.len() + chunk.len() > limit {
+                return Err(too_large(limit));
+            }
+            body.extend_from_slice(&chunk);
+        }
+    }
+    if body.is_empty() {
         return Err(ApiError::new(
             411,
             "length_required",
             "send the hidden state as the body (little-endian f32)",
         ));
-    }
-    let mut stream = req.stream()?;
-    let mut body = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk?;
-        if body.len() + chunk.len() > limit {
-            return Err(too_large(limit));
-        }
-        body.extend_from_slice(&chunk);
     }
     Ok(body)
 }

@@ -1,0 +1,78 @@
+// Shared by the worker tests: build models with the `cobordism` CLI, seed a local R2 bucket,
+// call shards.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export const CLI = process.env.COBORDISM_BIN ?? join(root, "target", "release", "cobordism");
+
+export function cli(...args) {
+  return execFileSync(CLI, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+export function tempDir(name) {
+  return mkdtempSync(join(tmpdir(), `cobordism-${name}-`));
+}
+
+/** Synthesizes a model and slices it: returns { dir, manifest }. */
+export function makeModel({ type = "q6_k", hidden = 512, vocab = 4096, shards = 2, seed = 1, softcap } = {}) {
+  const dir = tempDir("model");
+  const gguf = join(dir, "model.gguf");
+  const args = ["synth", "--out", gguf, "--type", type, "--hidden", `${hidden}`, "--vocab", `${vocab}`, "--seed", `${seed}`];
+  if (softcap) args.push("--softcap", `${softcap}`);
+  cli(...args);
+  cli("slice", "--gguf", gguf, "--shards", `${shards}`, "--out", join(dir, "slices"));
+  const manifest = JSON.parse(readFileSync(join(dir, "slices", "manifest.json"), "utf8"));
+  return { dir, slices: join(dir, "slices"), manifest };
+}
+
+/** Puts a model's slices, then its manifest, under `prefix` in a Miniflare R2 bucket. */
+export async function seed(bucket, model, prefix = "model", { manifest = model.manifest } = {}) {
+  for (const s of model.manifest.shards) {
+    await bucket.put(`${prefix}/${s.key}`, readFileSync(join(model.slices, s.key)));
+  }
+  await bucket.put(`${prefix}/manifest.json`, JSON.stringify(manifest));
+}
+
+/** A seeded hidden state as little-endian f32 bytes (values in [-2, 2)). */
+export function hiddenBytes(hidden, seed = 1, n = 1) {
+  const x = new Float32Array(hidden * n);
+  let s = seed >>> 0 || 1;
+  for (let i = 0; i < x.length; i++) {
+    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+    x[i] = (s / 2 ** 32) * 4 - 2;
+  }
+  return new Uint8Array(x.buffer);
+}
+
+/** Full-vocabulary logits computed natively by kquant through `cobordism logits --local`. */
+export function localLogits(model, hidden) {
+  const dir = tempDir("logits");
+  writeFileSync(join(dir, "h.f32"), hidden);
+  cli("logits", "--manifest", join(model.slices, "manifest.json"), "--local", "--hidden", join(dir, "h.f32"), "--out", join(dir, "out.f32"));
+  return new Uint8Array(readFileSync(join(dir, "out.f32")));
+}
+
+export async function post(endpoint, body, { query = "", headers = {} } = {}) {
+  const r = await fetch(`${endpoint}/cobordism-lm-head${query}`, {
+    method: "POST",
+    body,
+    headers: { "Content-Type": "application/octet-stream", ...headers },
+  });
+  return { status: r.status, headers: r.headers, body: new Uint8Array(await r.arrayBuffer()) };
+}
+
+export async function health(endpoint, headers = {}) {
+  return (await fetch(`${endpoint}/healthz`, { headers })).json();
+}
+
+export function json(res) {
+  return JSON.parse(new TextDecoder().decode(res.body));
+}
+
+export function listSlices(model) {
+  return readdirSync(model.slices).filter((f) => f.endsWith(".bin"));
+}

@@ -1,0 +1,252 @@
+// The shard Worker in its real runtime (workerd through Miniflare) against a local R2 bucket.
+// Needs `scripts/build-worker.sh` and `cargo build --release -p cobordism` (scripts/test.sh
+// does both).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startShards } from "../../worker/local.mjs";
+import { makeModel, seed, hiddenBytes, localLogits, post, health, json } from "./helpers.mjs";
+
+const FAST = { MANIFEST_TTL_MS: "0", LOAD_RETRY_MS: "0" };
+let q6, q4;
+
+before(() => {
+  q6 = makeModel({ type: "q6_k", hidden: 512, vocab: 4096, shards: 2, seed: 1 });
+  q4 = makeModel({ type: "q4_k", hidden: 768, vocab: 3000, shards: 2, seed: 2, softcap: 30 });
+});
+
+async function withShards(opts, fn) {
+  const local = await startShards({ shards: 2, vars: FAST, ...opts });
+  try {
+    return await fn(local);
+  } finally {
+    await local.dispose();
+  }
+}
+
+function shardPart(full, manifest, i) {
+  const s = manifest.shards[i];
+  return full.subarray(4 * s.row_start, 4 * (s.row_start + s.row_count));
+}
+
+for (const [name, model] of [["q6_k", () => q6], ["q4_k with softcap", () => q4]]) {
+  test(`${name}: logits are bit-identical to native kquant, cold then warm`, async () => {
+    const m = model();
+    await withShards({}, async (local) => {
+      await seed(await local.bucket(), m);
+      const h = hiddenBytes(m.manifest.hidden, 5);
+      const expected = localLogits(m, h);
+      for (const [i, endpoint] of local.endpoints.entries()) {
+        const cold = await post(endpoint, h);
+        assert.equal(cold.status, 200, new TextDecoder().decode(cold.body));
+        assert.equal(cold.headers.get("x-cache"), "miss");
+        assert.equal(cold.headers.get("x-shard-index"), `${i}`);
+        assert.equal(cold.headers.get("x-row-start"), `${m.manifest.shards[i].row_start}`);
+        assert.equal(cold.headers.get("x-row-count"), `${m.manifest.shards[i].row_count}`);
+        assert.match(cold.headers.get("server-timing"), /load;dur=\d+, compute;dur=\d+/);
+        assert.deepEqual(cold.body, shardPart(expected, m.manifest, i));
+        const warm = await post(endpoint, h);
+        assert.equal(warm.headers.get("x-cache"), "hit");
+        assert.deepEqual(warm.body, cold.body);
+      }
+    });
+  });
+}
+
+test("a batch of hidden vectors equals single calls", async () => {
+  await withShards({}, async (local) => {
+    await seed(await local.bucket(), q6);
+    const hidden = q6.manifest.hidden;
+    const batch = hiddenBytes(hidden, 9, 3);
+    const res = await post(local.endpoints[1], batch);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("x-batch"), "3");
+    const rows = q6.manifest.shards[1].row_count;
+    for (let b = 0; b < 3; b++) {
+      const one = await post(local.endpoints[1], batch.slice(4 * hidden * b, 4 * hidden * (b + 1)));
+      assert.deepEqual(res.body.subarray(4 * rows * b, 4 * rows * (b + 1)), one.body);
+    }
+  });
+});
+
+test("top_k agrees with the full logits", async () => {
+  await withShards({}, async (local) => {
+    await seed(await local.bucket(), q6);
+    const h = hiddenBytes(q6.manifest.hidden, 11);
+    const full = await post(local.endpoints[1], h);
+    const logits = new Float32Array(full.body.slice().buffer);
+    const top = await post(local.endpoints[1], h, { query: "?top_k=5" });
+    assert.equal(top.status, 200);
+    const v = new DataView(top.body.buffer, top.body.byteOffset);
+    assert.equal(v.getUint32(0, true), 5);
+    const max = v.getFloat32(4, true);
+    assert.equal(max, Math.max(...logits));
+    const lse = v.getFloat32(8, true);
+    const ref = max + Math.log(logits.reduce((a, z) => a + Math.exp(z - max), 0));
+    assert.ok(Math.abs(lse - ref) < 1e-4, `${lse} vs ${ref}`);
+    const rowStart = q6.manifest.shards[1].row_start;
+    const sorted = [...logits.keys()].sort((a, b) => logits[b] - logits[a] || a - b);
+    for (let e = 0; e < 5; e++) {
+      assert.equal(v.getUint32(12 + 8 * e, true), rowStart + sorted[e]);
+      assert.equal(v.getFloat32(16 + 8 * e, true), logits[sorted[e]]);
+    }
+    for (const bad of ["?top_k=0", "?top_k=1025", "?top_k=x"]) {
+      const r = await post(local.endpoints[1], h, { query: bad });
+      assert.equal(r.status, 400);
+      assert.equal(json(r).error, "bad_top_k");
+    }
+  });
+});
+
+test("every error has its status and a JSON body", async () => {
+  await withShards({ vars: { ...FAST, MEMORY_BUDGET_MIB: "100" } }, async (local) => {
+    const e = local.endpoints[0];
+    // Not loaded yet: the manifest is missing.
+    let r = await post(e, hiddenBytes(512, 1));
+    assert.equal(r.status, 503);
+    assert.ok(Number(r.headers.get("retry-after")) > 0);
+    assert.equal(json(r).error, "manifest_missing");
+    await seed(await local.bucket(), q6);
+    r = await post(e, hiddenBytes(512, 1).subarray(0, 100));
+    assert.deepEqual([r.status, json(r).error], [400, "bad_length"]);
+    const nan = new Float32Array(512);
+    nan[3] = NaN;
+    r = await post(e, new Uint8Array(nan.buffer));
+    assert.deepEqual([r.status, json(r).error], [400, "non_finite"]);
+    assert.match(json(r).detail, /value 3/);
+    r = await post(e, undefined);
+    assert.deepEqual([r.status, json(r).error], [411, "length_required"]);
+    r = await post(e, new Uint8Array(4 * 512 * 9));
+    assert.deepEqual([r.status, json(r).error], [413, "payload_too_large"]);
+    r = await post(e, new Uint8Array(3 << 20));
+    assert.equal(r.status, 413);
+    const get = await fetch(`${e}/cobordism-lm-head`);
+    assert.equal(get.status, 405);
+    assert.equal(get.headers.get("allow"), "POST");
+    assert.equal((await get.json()).error, "method_not_allowed");
+    assert.equal((await fetch(`${e}/other`)).status, 404);
+  });
+});
+
+test("with AUTH_TOKEN set, a Bearer token is required", async () => {
+  await withShards({ authToken: "s3cret-token" }, async (local) => {
+    await seed(await local.bucket(), q6);
+    const h = hiddenBytes(512, 2);
+    for (const headers of [{}, { Authorization: "Bearer wrong" }, { Authorization: "s3cret-token" }]) {
+      const r = await post(local.endpoints[0], h, { headers });
+      assert.deepEqual([r.status, json(r).error], [401, "unauthorized"]);
+      assert.equal(r.headers.get("www-authenticate"), "Bearer");
+    }
+    assert.equal((await fetch(`${local.endpoints[0]}/healthz`)).status, 401);
+    const ok = await post(local.endpoints[0], h, { headers: { Authorization: "Bearer s3cret-token" } });
+    assert.equal(ok.status, 200);
+  });
+});
+
+test("concurrent requests during a cold load: one load, 503 + Retry-After or right bits", async () => {
+  const big = makeModel({ type: "q6_k", hidden: 2048, vocab: 16384, shards: 2, seed: 3 });
+  await withShards({}, async (local) => {
+    await seed(await local.bucket(), big);
+    const h = hiddenBytes(2048, 4);
+    const expected = shardPart(localLogits(big, h), big.manifest, 0);
+    const answers = await Promise.all(Array.from({ length: 16 }, () => post(local.endpoints[0], h)));
+    const statuses = answers.map((a) => a.status);
+    assert.ok(statuses.includes(200), `${statuses}`);
+    for (const a of answers) {
+      if (a.status === 200) {
+        assert.deepEqual(a.body, expected);
+      } else {
+        assert.equal(a.status, 503, `${a.status}`);
+        assert.equal(json(a).error, "slice_loading");
+        assert.ok(Number(a.headers.get("retry-after")) >= 1);
+      }
+    }
+    assert.equal(answers.filter((a) => a.headers.get("x-cache") === "miss").length, 1);
+    const after = await post(local.endpoints[0], h);
+    assert.equal(after.headers.get("x-cache"), "hit");
+    assert.deepEqual(after.body, expected);
+  });
+});
+
+test("a corrupt or missing slice is refused and nothing is cached", async () => {
+  await withShards({}, async (local) => {
+    const bucket = await local.bucket();
+    await seed(bucket, q6);
+    const key = `model/${q6.manifest.shards[0].key}`;
+    const good = new Uint8Array(await (await bucket.get(key)).arrayBuffer());
+    const bad = good.slice();
+    bad[1000] ^= 0x40;
+    await bucket.put(key, bad);
+    const h = hiddenBytes(512, 6);
+    let r = await post(local.endpoints[0], h);
+    assert.deepEqual([r.status, json(r).error], [503, "slice_corrupt"]);
+    assert.match(json(r).detail, /checksum/);
+    assert.equal((await health(local.endpoints[0])).resident, false);
+    await bucket.put(key, good.subarray(0, good.length - 210));
+    r = await post(local.endpoints[0], h);
+    assert.deepEqual([r.status, json(r).error], [503, "slice_corrupt"]);
+    await bucket.delete(key);
+    r = await post(local.endpoints[0], h);
+    assert.deepEqual([r.status, json(r).error], [503, "slice_missing"]);
+    await bucket.put(key, good);
+    r = await post(local.endpoints[0], h);
+    assert.equal(r.status, 200);
+    assert.equal((await health(local.endpoints[0])).resident, true);
+  });
+});
+
+test("a new manifest version replaces the resident slice", async () => {
+  const other = makeModel({ type: "q6_k", hidden: 512, vocab: 4096, shards: 2, seed: 99 });
+  await withShards({}, async (local) => {
+    const bucket = await local.bucket();
+    await seed(bucket, q6);
+    const h = hiddenBytes(512, 7);
+    const first = await post(local.endpoints[0], h);
+    assert.equal(first.headers.get("x-manifest-version"), q6.manifest.version);
+    await seed(bucket, other);
+    const second = await post(local.endpoints[0], h);
+    assert.equal(second.status, 200);
+    assert.equal(second.headers.get("x-cache"), "miss");
+    assert.equal(second.headers.get("x-manifest-version"), other.manifest.version);
+    assert.deepEqual(second.body, shardPart(localLogits(other, h), other.manifest, 0));
+    assert.notDeepEqual(second.body, first.body);
+    const hz = await health(local.endpoints[0]);
+    assert.equal(hz.slice.manifest_version, other.manifest.version);
+  });
+});
+
+test("a slice over the memory budget is refused, not half-loaded", async () => {
+  await withShards({ vars: { ...FAST, MEMORY_BUDGET_MIB: "0" } }, async (local) => {
+    await seed(await local.bucket(), q6);
+    const r = await post(local.endpoints[0], hiddenBytes(512, 1));
+    assert.deepEqual([r.status, json(r).error], [503, "over_budget"]);
+    assert.match(json(r).detail, /MEMORY_BUDGET_MIB/);
+    const hz = await health(local.endpoints[0]);
+    assert.equal(hz.resident, false);
+    assert.ok(hz.wasm_memory_bytes < 8 << 20, `${hz.wasm_memory_bytes}`);
+  });
+});
+
+test("eight shards answer at once and assemble the full logits", async () => {
+  const m = makeModel({ type: "q4_k", hidden: 512, vocab: 8000, shards: 8, seed: 8 });
+  const local = await startShards({ shards: 8, vars: FAST });
+  try {
+    await seed(await local.bucket(), m);
+    const h = hiddenBytes(512, 8);
+    const parts = await Promise.all(local.endpoints.map((e) => post(e, h)));
+    assert.deepEqual(parts.map((p) => p.status), Array(8).fill(200));
+    const full = new Uint8Array(parts.reduce((n, p) => n + p.body.length, 0));
+    let at = 0;
+    for (const p of parts) {
+      full.set(p.body, at);
+      at += p.body.length;
+    }
+    assert.deepEqual(full, localLogits(m, h));
+    const hz = await health(local.endpoints[7]);
+    assert.equal(hz.shard_index, 7);
+    assert.equal(hz.state, "ready");
+    assert.equal(hz.backend, "simd128");
+    assert.equal(hz.slice.checksum, m.manifest.shards[7].checksum);
+  } finally {
+    await local.dispose();
+  }
+});
