@@ -9,7 +9,6 @@ log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*"; }
 apt_packages=()
 command -v aarch64-linux-gnu-gcc >/dev/null || apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null || apt_packages+=(qemu-user)
-command -v wasm-validate >/dev/null || apt_packages+=(wabt)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   log "apt-get install ${apt_packages[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -22,10 +21,29 @@ log "rust toolchain: $(rustup show active-toolchain 2>/dev/null | head -n1)"
 rustup toolchain install >/dev/null 2>&1 || true
 rustup target add aarch64-unknown-linux-gnu wasm32-wasip1 wasm32-unknown-unknown thumbv7em-none-eabihf >/dev/null
 
+# Cargo-installed tools, at the versions the worker build needs (no GitHub downloads).
+export PATH="$HOME/.cargo/bin:$PATH"
+cargo_install() { # crate version [cargo install flags…]
+  local crate=$1 version=$2
+  shift 2
+  if ! cargo install --list | grep -q "^$crate v$version:"; then
+    log "cargo install $crate $version (a few minutes, once)"
+    cargo install --quiet "$crate" --version "$version" "$@"
+  fi
+}
+cargo_install wasm-bindgen-cli 0.2.130
+cargo_install worker-build 0.8.7
+cargo_install wasm-tools 1.263.0 --no-default-features --features validate,print
+
 # The independent oracle for block decoding.
 if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
   log "pip install gguf numpy"
   python3 -m pip install --quiet --disable-pip-version-check 'gguf==0.19.0' numpy
+fi
+
+if [ ! -x node_modules/.bin/wrangler ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  log "npm ci (wrangler, miniflare, binaryen)"
+  npm ci --no-audit --no-fund --loglevel=error
 fi
 
 node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)

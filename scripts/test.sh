@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+export PATH="$HOME/.cargo/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 unset RUSTFLAGS # it would silently replace the per-target rustflags (simd128) of .cargo/config.toml
 
 passed=0
@@ -15,6 +16,7 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p kquant --target aarch64-unknown-linux-gnu --all-targets -- -D warnings
 cargo clippy -p kquant --target wasm32-wasip1 --all-targets -- -D warnings
+cargo clippy -p cobordism-worker --target wasm32-unknown-unknown -- -D warnings
 ok
 
 step "fixtures are what the gguf oracle makes"
@@ -22,7 +24,7 @@ scripts/check-fixtures.sh
 ok
 
 step "x86_64 (native): all tests"
-cargo test --workspace
+cargo test --workspace --exclude cobordism-worker
 ok
 
 step "aarch64 (qemu-aarch64): kquant tests on NEON"
@@ -38,8 +40,25 @@ cargo build -p kquant --no-default-features --target thumbv7em-none-eabihf
 cargo build -p kquant --release --target wasm32-unknown-unknown
 ok
 
+step "shard worker: build (worker-build), wrangler dry-run deploy of s0…s7"
+scripts/build-worker.sh
+cargo build --release -p cobordism
+# wrangler reruns [build] on every call: dry-run a copy of the config without it.
+sed '/^\[build\]/,/^$/d; s|^main = "|main = "../|' wrangler.toml >target/wrangler.nobuild.toml
+for i in 0 1 2 3 4 5 6 7; do
+  npx wrangler deploy --dry-run -c target/wrangler.nobuild.toml --env "s$i" \
+    --outdir "target/wrangler-dry-run/s$i" >"target/wrangler-dry-run-s$i.log" 2>&1 ||
+    { cat "target/wrangler-dry-run-s$i.log"; exit 1; }
+done
+echo "wrangler deploy --dry-run: s0…s7 ok"
+ok
+
 step "every .wasm validates with relaxed SIMD disabled"
-scripts/check-wasm.sh target/wasm32-wasip1/debug/deps/*.wasm target/wasm32-unknown-unknown/release/*.wasm
+scripts/check-wasm.sh target/wasm32-wasip1/debug/deps/*.wasm target/wasm32-unknown-unknown/release/*.wasm worker/build/*.wasm
+ok
+
+step "shard worker in workerd (Miniflare) against a local R2 bucket"
+node --test tests/worker/
 ok
 
 step "must-fail: a perturbed order makes the bit-exact suite fail"
