@@ -27,6 +27,27 @@
 //! `d = −max_scale/128` (f16), where `max_scale` is the sub-block scale of largest magnitude, and
 //! the values are re-quantized against the decoded scales. A super-block whose scales are all
 //! below `1e-15` in magnitude is written as all zeros.
+//!
+//! # Measured error
+//!
+//! Byte identity: 32,000 super-blocks per type from 19 families of rows (Gaussian at many
+//! scales, uniform, heavy-tailed, sparse, constant, rounding ties, subnormal, huge, inf/NaN)
+//! came out byte-identical to ggml's own C `quantize_row_q4_K_ref` / `quantize_row_q6_K_ref`
+//! (compiled from the `llama-cpp-python` 0.3.36 sources at -O2, -O3 and -march=native); the
+//! unit tests pin digests of ggml's output for 64 seeded rows.
+//!
+//! On ggml's own test data (`tests/quantizer_error.rs`, the statistics of ggml's
+//! `test-quantize-fns`, whose limits are 0.002 and 0.02):
+//!
+//! | type | total error `sqrt(Σ(x−y)²)/n` | dot-product error `|q(x)·y − x·y|/n` | ggml's published dot-product error |
+//! |---|---|---|---|
+//! | Q4_K | 9.8e-4 | 2.1e-3 | ≈ 2.4e-3 |
+//! | Q6_K | 2.6e-4 | 4.4e-4 | ≈ 9.5e-4 |
+//!
+//! Our dot products keep `y` in f32 where ggml quantizes it to 8 bits, hence the lower figures.
+//! On lm-head-like Gaussian weights the relative RMSE `sqrt(Σ(x−y)²/Σx²)` is 0.069 (Q4_K) and
+//! 0.017 (Q6_K); when a super-block's f16 scale is subnormal (values around 1e-3 and below)
+//! Q6_K's rises to about 0.02–0.03, as in ggml.
 
 mod q4k;
 mod q6k;
