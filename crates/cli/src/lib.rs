@@ -1,0 +1,42 @@
+//! The `cobordism` command-line tool, as a library: one module per subcommand plus the GGUF
+//! reader/writer and the helpers they share. `src/main.rs` only parses the arguments.
+//!
+//! * [`synth`]: write a GGUF file with a seeded random lm-head.
+//! * [`plan`]: show how a GGUF file's lm-head splits into shard slices and whether they fit.
+//! * [`slice`]: cut the lm-head into slice files plus `manifest.json`.
+//! * [`upload`]: put the slices and the manifest into R2 with wrangler.
+//! * [`logits`]: compute logits from shard endpoints or locally, and compare the two.
+
+pub mod gguf;
+pub mod lm_head;
+pub mod logits;
+pub mod plan;
+mod progress;
+pub mod slice;
+pub mod slices;
+pub mod synth;
+pub mod upload;
+
+use std::fmt;
+
+/// Exit code when a shard does not fit in the budget (`plan`, `slice`).
+pub const EXIT_DOES_NOT_FIT: u8 = 3;
+/// Exit code when `logits --verify` finds a difference.
+pub const EXIT_VERIFY_FAILED: u8 = 4;
+
+/// A failure with its own exit code; every other error exits with 1.
+#[derive(Debug)]
+pub struct ExitError {
+    /// The process exit code.
+    pub code: u8,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ExitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ExitError {}

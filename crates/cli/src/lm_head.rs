@@ -1,0 +1,137 @@
+//! Finding the lm-head in a GGUF file and checking that it can be sliced: the tensor
+//! `output.weight` (or `token_embd.weight` for tied embeddings), 2-D, Q4_K or Q6_K, whole blocks
+//! per row, its data inside the file.
+
+use anyhow::{bail, ensure, Context, Result};
+use kquant::{QuantType, QK_K};
+
+use crate::gguf::{ggml_type_name, Gguf};
+
+/// The lm-head tensor's name.
+pub const OUTPUT: &str = "output.weight";
+/// The token embedding, which is the lm-head when the embeddings are tied.
+pub const TOKEN_EMBD: &str = "token_embd.weight";
+
+/// A validated lm-head: `vocab` rows of `hidden` weights.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LmHead {
+    /// Model name: `general.name`, or the file stem.
+    pub model: String,
+    /// Tensor name.
+    pub tensor: String,
+    /// Weight format.
+    pub ty: QuantType,
+    /// Columns.
+    pub hidden: usize,
+    /// Rows.
+    pub vocab: usize,
+    /// Bytes of one row.
+    pub row_bytes: usize,
+    /// Absolute offset of row 0 in the file.
+    pub data_offset: u64,
+    /// `<arch>.final_logit_softcapping`, if present and not 0.
+    pub softcap: Option<f32>,
+}
+
+impl LmHead {
+    /// Finds and checks the lm-head of `gguf`.
+    pub fn find(gguf: &Gguf) -> Result<LmHead> {
+        locate(gguf).with_context(|| gguf.path.display().to_string())
+    }
+
+    /// Bytes of the whole tensor.
+    pub fn total_bytes(&self) -> u64 {
+        self.vocab as u64 * self.row_bytes as u64
+    }
+}
+
+fn locate(gguf: &Gguf) -> Result<LmHead> {
+    let Some(t) = gguf.tensor(OUTPUT).or_else(|| gguf.tensor(TOKEN_EMBD)) else {
+        let names: Vec<&str> = gguf
+            .tensors
+            .iter()
+            .take(8)
+            .map(|t| t.name.as_str())
+            .collect();
+        bail!(
+            "no lm-head tensor: neither {OUTPUT} nor {TOKEN_EMBD} is in the file ({} tensors{}{})",
+            gguf.tensors.len(),
+            if names.is_empty() { "" } else { ": " },
+            names.join(", ")
+        );
+    };
+    let name = &t.name;
+    let ty = QuantType::from_ggml_type(t.ggml_type).with_context(|| {
+        format!(
+            "tensor {name} has type {} (ggml type {}); supported: {}",
+            ggml_type_name(t.ggml_type).unwrap_or("unknown"),
+            t.ggml_type,
+            QuantType::ALL
+                .map(|q| format!("{} ({})", q.name(), q.ggml_type()))
+                .join(", ")
+        )
+    })?;
+    let &[hidden, vocab] = t.dims.as_slice() else {
+        bail!(
+            "tensor {name} has {} dimensions {:?}, expected 2 [hidden, vocab]",
+            t.dims.len(),
+            t.dims
+        );
+    };
+    ensure!(
+        hidden > 0 && hidden % QK_K as u64 == 0,
+        "tensor {name} has {hidden} columns, which is not a positive multiple of {QK_K} \
+         (whole {} blocks per row)",
+        ty.name()
+    );
+    ensure!(vocab > 0, "tensor {name} has no rows");
+    let hidden = usize::try_from(hidden).context("hidden size too large")?;
+    let vocab = usize::try_from(vocab).context("vocabulary too large")?;
+    let row_bytes = ty.row_bytes(hidden)?;
+    let start = gguf.data_start.checked_add(t.offset);
+    let end = start.and_then(|s| s.checked_add((row_bytes as u64).checked_mul(vocab as u64)?));
+    match (start, end) {
+        (Some(start), Some(end)) if end <= gguf.file_len => Ok(LmHead {
+            model: model_name(gguf),
+            tensor: name.clone(),
+            ty,
+            hidden,
+            vocab,
+            row_bytes,
+            data_offset: start,
+            softcap: softcap(gguf)?,
+        }),
+        _ => bail!(
+            "tensor {name}: its data ({vocab} rows × {row_bytes} bytes at data offset {}) \
+             extends past the end of the file ({} bytes): truncated or corrupt",
+            t.offset,
+            gguf.file_len
+        ),
+    }
+}
+
+fn model_name(gguf: &Gguf) -> String {
+    match gguf.get("general.name").and_then(|v| v.as_str()) {
+        Some(name) if !name.trim().is_empty() => name.trim().to_string(),
+        _ => gguf
+            .path
+            .file_stem()
+            .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned()),
+    }
+}
+
+fn softcap(gguf: &Gguf) -> Result<Option<f32>> {
+    let Some(arch) = gguf.get("general.architecture").and_then(|v| v.as_str()) else {
+        return Ok(None);
+    };
+    let key = format!("{arch}.final_logit_softcapping");
+    let Some(value) = gguf.get(&key) else {
+        return Ok(None);
+    };
+    // llama.cpp reads 0 as "no soft cap".
+    match value.as_f64().map(|c| c as f32) {
+        Some(0.0) => Ok(None),
+        Some(c) if c.is_finite() && c > 0.0 => Ok(Some(c)),
+        _ => bail!("{key} is {value:?}; expected a positive number (or 0 for none)"),
+    }
+}

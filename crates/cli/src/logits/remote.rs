@@ -1,0 +1,260 @@
+//! Logits from the shard Workers: the hidden vector is POSTed to `<endpoint>/cobordism-lm-head`
+//! of every shard at once, and each answer is checked against the manifest before it is used.
+//!
+//! Connection failures, timeouts, 429 and 5xx answers are retried (503 and 429 after the
+//! server's `Retry-After`, others after a short backoff) up to `--retries` times; a wrong answer
+//! (other 4xx, wrong shard headers, wrong body length) fails at once.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use cobordism_protocol::{encode_f32, Manifest, ShardEntry};
+use ureq::http::Response;
+use ureq::{Agent, Body};
+
+/// The shard Worker's route.
+const ROUTE: &str = "/cobordism-lm-head";
+/// Most shards queried at the same time.
+const MAX_PARALLEL: usize = 32;
+/// Longest `Retry-After` honoured.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+/// First backoff without `Retry-After`; doubles per attempt.
+const BACKOFF: Duration = Duration::from_millis(200);
+
+/// How to talk to the shards.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Bearer token.
+    pub token: Option<String>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Retries after the first attempt.
+    pub retries: u32,
+}
+
+/// How one shard's request went.
+#[derive(Clone, Debug)]
+pub struct ShardTiming {
+    /// Shard index.
+    pub index: usize,
+    /// Rows of the shard.
+    pub rows: usize,
+    /// Wall time of the successful attempt.
+    pub http: Duration,
+    /// The server's `X-Compute-Time-Ms`.
+    pub compute_ms: Option<String>,
+    /// The server's `X-Cache`.
+    pub cache: Option<String>,
+    /// Attempts made.
+    pub attempts: u32,
+}
+
+/// Queries every shard (shard `i` at `endpoints[i]`) and assembles the full logits.
+pub fn fetch(
+    manifest: &Manifest,
+    endpoints: &[String],
+    hidden: &[f32],
+    opts: &Options,
+) -> Result<(Vec<f32>, Vec<ShardTiming>)> {
+    if endpoints.len() != manifest.shard_count {
+        bail!(
+            "{} endpoints given for {} shards; shard i is served by endpoint i, so give one per shard",
+            endpoints.len(),
+            manifest.shard_count
+        );
+    }
+    let agent: Agent = Agent::config_builder()
+        .timeout_global(Some(opts.timeout))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let body = encode_f32(hidden);
+    let jobs: Vec<(&ShardEntry, String)> = manifest
+        .shards
+        .iter()
+        .zip(endpoints)
+        .map(|(s, e)| (s, format!("{}{ROUTE}", e.trim_end_matches('/'))))
+        .collect();
+    let per_thread = jobs.len().div_ceil(MAX_PARALLEL);
+    let results = thread::scope(|scope| -> Result<Vec<_>> {
+        let handles: Vec<_> = jobs
+            .chunks(per_thread)
+            .map(|group| {
+                let (agent, body) = (&agent, &body);
+                scope.spawn(move || {
+                    group
+                        .iter()
+                        .map(|(s, url)| fetch_shard(agent, url, s, body, opts))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(jobs.len());
+        for h in handles {
+            all.extend(h.join().map_err(|_| anyhow!("a request thread panicked"))?);
+        }
+        Ok(all)
+    })?;
+
+    let mut logits = vec![0.0f32; manifest.vocab];
+    let mut timings = Vec::with_capacity(jobs.len());
+    let mut failures = Vec::new();
+    for ((s, _), result) in jobs.iter().zip(&results) {
+        match result {
+            Ok((values, timing)) => {
+                logits[s.row_start..s.row_start + s.row_count].copy_from_slice(values);
+                timings.push(timing.clone());
+            }
+            Err(e) => failures.push(e.clone()),
+        }
+    }
+    if !failures.is_empty() {
+        bail!(
+            "{} of {} shards failed:\n  {}",
+            failures.len(),
+            jobs.len(),
+            failures.join("\n  ")
+        );
+    }
+    Ok((logits, timings))
+}
+
+/// The outcome of one attempt that did not succeed.
+enum Failure {
+    /// Worth trying again, after `wait` if the server said so.
+    Retry(String, Option<Duration>),
+    /// The shard answered wrongly: no retry.
+    Fatal(String),
+}
+
+fn fetch_shard(
+    agent: &Agent,
+    url: &str,
+    shard: &ShardEntry,
+    body: &[u8],
+    opts: &Options,
+) -> Result<(Vec<f32>, ShardTiming), String> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let start = Instant::now();
+        let failure = match attempt_once(agent, url, shard, body, opts) {
+            Ok((values, compute_ms, cache)) => {
+                let timing = ShardTiming {
+                    index: shard.index,
+                    rows: shard.row_count,
+                    http: start.elapsed(),
+                    compute_ms,
+                    cache,
+                    attempts: attempt,
+                };
+                return Ok((values, timing));
+            }
+            Err(f) => f,
+        };
+        let name = format!("shard {} ({url})", shard.index);
+        match failure {
+            Failure::Retry(_, wait) if attempt <= opts.retries => {
+                let backoff = BACKOFF * 2u32.pow(attempt.min(8) - 1);
+                thread::sleep(wait.unwrap_or(backoff).min(MAX_RETRY_AFTER));
+            }
+            Failure::Retry(msg, _) => {
+                return Err(format!("{name}: {msg} (after {attempt} attempts)"))
+            }
+            Failure::Fatal(msg) => return Err(format!("{name}: {msg}")),
+        }
+    }
+}
+
+type Answer = (Vec<f32>, Option<String>, Option<String>);
+
+fn attempt_once(
+    agent: &Agent,
+    url: &str,
+    shard: &ShardEntry,
+    body: &[u8],
+    opts: &Options,
+) -> Result<Answer, Failure> {
+    let mut req = agent
+        .post(url)
+        .header("Content-Type", "application/octet-stream");
+    if let Some(t) = &opts.token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    let mut resp = req.send(body).map_err(transport)?;
+    let status = resp.status().as_u16();
+    if status != 200 {
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(4096)
+            .read_to_string()
+            .unwrap_or_default();
+        let msg = format!("HTTP {status}: {}", text.trim());
+        return Err(match status {
+            429 | 500..=599 => Failure::Retry(msg, retry_after(&resp)),
+            _ => Failure::Fatal(msg),
+        });
+    }
+    for (name, expected) in [
+        ("X-Shard-Index", shard.index),
+        ("X-Row-Start", shard.row_start),
+        ("X-Row-Count", shard.row_count),
+    ] {
+        let got = header(&resp, name);
+        if got.as_deref().and_then(|v| v.parse::<usize>().ok()) != Some(expected) {
+            return Err(Failure::Fatal(format!(
+                "header {name} is {}, the manifest says {expected} (is the endpoint serving \
+                 another shard or another version?)",
+                got.map_or("missing".into(), |v| format!("{v:?}"))
+            )));
+        }
+    }
+    let expected = 4 * shard.row_count;
+    let bytes = resp
+        .body_mut()
+        .with_config()
+        .limit(expected as u64 + 1)
+        .read_to_vec()
+        .map_err(transport)?;
+    if bytes.len() != expected {
+        return Err(Failure::Fatal(format!(
+            "the body has {} bytes, expected {expected} (4 × {} rows)",
+            bytes.len(),
+            shard.row_count
+        )));
+    }
+    let values = bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    Ok((
+        values,
+        header(&resp, "X-Compute-Time-Ms"),
+        header(&resp, "X-Cache"),
+    ))
+}
+
+fn transport(e: ureq::Error) -> Failure {
+    match e {
+        ureq::Error::BodyExceedsLimit(_) => {
+            Failure::Fatal("the body is longer than the shard's rows".into())
+        }
+        e => Failure::Retry(e.to_string(), None),
+    }
+}
+
+fn header(resp: &Response<Body>, name: &str) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_string())
+}
+
+fn retry_after(resp: &Response<Body>) -> Option<Duration> {
+    header(resp, "Retry-After")
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
+}

@@ -1,0 +1,61 @@
+//! The `cobordism` binary: argument parsing and exit codes; the commands live in the library.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use cobordism::{logits, plan, slice, synth, upload, ExitError};
+
+/// Run an LLM's lm-head sharded across Cloudflare Workers: make or take a GGUF model, cut its
+/// lm-head into per-Worker slices, upload them to R2 and query the shards.
+#[derive(Parser, Debug)]
+#[command(
+    name = "cobordism",
+    version,
+    propagate_version = true,
+    after_long_help = "\
+A typical run:
+  cobordism synth  --out tiny.gguf --shape tiny --type q6_k
+  cobordism plan   --gguf tiny.gguf --shards 2
+  cobordism slice  --gguf tiny.gguf --shards 2 --out slices/tiny
+  cobordism upload --dir slices/tiny --bucket cobordism --local
+  cobordism logits --manifest slices/tiny/manifest.json --local --seed 1
+
+Exit codes: 0 success, 1 error, 2 bad arguments, 3 a slice does not fit the budget,
+4 --verify found a difference."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Write a GGUF file with a seeded random Q4_K/Q6_K lm-head of a given shape.
+    Synth(synth::Args),
+    /// Show how the lm-head of a GGUF file splits into shard slices and whether they fit.
+    Plan(plan::Args),
+    /// Cut the lm-head into per-shard slice files and a manifest.json.
+    Slice(slice::Args),
+    /// Check the slices, then put them and the manifest into R2 with wrangler.
+    Upload(upload::Args),
+    /// Compute the logits of a hidden vector from the shards or locally.
+    Logits(logits::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Synth(a) => synth::run(a),
+        Command::Plan(a) => plan::run(a),
+        Command::Slice(a) => slice::run(a),
+        Command::Upload(a) => upload::run(a),
+        Command::Logits(a) => logits::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(e.downcast_ref::<ExitError>().map_or(1, |x| x.code))
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! `cobordism plan`: how the lm-head splits into per-shard slices, and whether each slice fits
+//! the per-Worker memory budget.
+//!
+//! Rows are split as evenly as possible: the first `vocab % shards` shards get one extra row.
+//!
+//! The default budget is 100 MiB per slice. A Worker isolate has 128 MB of memory in total; the
+//! slice lives in wasm linear memory next to the wasm runtime and code, the JavaScript heap, the
+//! request and response buffers and the allocator's slack, which need the remaining ~28 MB.
+
+use std::path::PathBuf;
+
+use anyhow::{ensure, Result};
+use clap::Args as ClapArgs;
+use cobordism_protocol::MAX_SHARDS;
+
+use crate::gguf::Gguf;
+use crate::lm_head::LmHead;
+use crate::{ExitError, EXIT_DOES_NOT_FIT};
+
+/// Default slice budget in MiB (see the module docs for why).
+pub const DEFAULT_BUDGET_MIB: u64 = 100;
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// Arguments of `cobordism plan`.
+#[derive(ClapArgs, Debug)]
+#[command(after_long_help = "\
+Examples:
+  cobordism plan --gguf gemma-3-27b-it-Q6_K.gguf --shards 12
+  cobordism plan --gguf model.gguf --shards 8 --budget-mib 64
+
+Exits with 3 when a slice does not fit, naming the smallest shard count that does.")]
+pub struct Args {
+    /// The GGUF model file.
+    #[arg(long, value_name = "FILE")]
+    pub gguf: PathBuf,
+    /// Number of shards (one Worker each).
+    #[arg(long, value_name = "N")]
+    pub shards: usize,
+    #[command(flatten)]
+    pub budget: Budget,
+}
+
+/// The per-slice memory budget option, shared with `slice`.
+#[derive(ClapArgs, Debug, Clone, Copy)]
+pub struct Budget {
+    /// Most MiB one shard's slice may take. The default, 100, leaves ~28 MB of a Worker's 128 MB
+    /// for the runtime, the JS heap and the request buffers.
+    #[arg(long = "budget-mib", value_name = "MIB", default_value_t = DEFAULT_BUDGET_MIB,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub mib: u64,
+}
+
+impl Budget {
+    fn bytes(self) -> u64 {
+        self.mib.saturating_mul(1 << 20)
+    }
+}
+
+/// One shard's row range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardRows {
+    /// Shard index.
+    pub index: usize,
+    /// First row.
+    pub row_start: usize,
+    /// Number of rows.
+    pub row_count: usize,
+    /// Bytes of the slice.
+    pub bytes: u64,
+}
+
+/// The lm-head and its split.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The tensor being split.
+    pub head: LmHead,
+    /// One entry per shard, in order.
+    pub shards: Vec<ShardRows>,
+    /// Budget in MiB.
+    pub budget: Budget,
+}
+
+impl Plan {
+    /// Splits `head` into `shards` slices.
+    pub fn new(head: LmHead, shards: usize, budget: Budget) -> Result<Plan> {
+        let most = head.vocab.min(MAX_SHARDS);
+        ensure!(
+            (1..=most).contains(&shards),
+            "--shards {shards}: expected 1 to {most} (at most one shard per row and {MAX_SHARDS} \
+             shards in a manifest)"
+        );
+        let (base, extra) = (head.vocab / shards, head.vocab % shards);
+        let mut row_start = 0;
+        let shards = (0..shards)
+            .map(|index| {
+                let row_count = base + usize::from(index < extra);
+                let s = ShardRows {
+                    index,
+                    row_start,
+                    row_count,
+                    bytes: row_count as u64 * head.row_bytes as u64,
+                };
+                row_start += row_count;
+                s
+            })
+            .collect();
+        Ok(Plan {
+            head,
+            shards,
+            budget,
+        })
+    }
+
+    /// Prints the table of shards.
+    pub fn print(&self) {
+        let h = &self.head;
+        println!("model   {}", h.model);
+        println!(
+            "tensor  {} {} [{} hidden × {} vocab], {} bytes per row, {:.1} MiB",
+            h.tensor,
+            h.ty.name(),
+            h.hidden,
+            h.vocab,
+            h.row_bytes,
+            h.total_bytes() as f64 / MIB
+        );
+        if let Some(c) = h.softcap {
+            println!("softcap {c}");
+        }
+        println!("budget  {} MiB per shard slice\n", self.budget.mib);
+        println!("shard        rows           count        MiB  fits");
+        for s in &self.shards {
+            println!(
+                "{:>5}  {:>18}  {:>10}  {:>9.2}  {}",
+                s.index,
+                format!("{}..{}", s.row_start, s.row_start + s.row_count),
+                s.row_count,
+                s.bytes as f64 / MIB,
+                if self.fits(s) { "yes" } else { "NO" }
+            );
+        }
+    }
+
+    fn fits(&self, s: &ShardRows) -> bool {
+        s.bytes <= self.budget.bytes()
+    }
+
+    /// Fails with exit code 3 if any slice is over budget, naming the smallest count that fits.
+    pub fn check_fits(&self) -> Result<()> {
+        let over = self.shards.iter().filter(|s| !self.fits(s)).count();
+        if over == 0 {
+            return Ok(());
+        }
+        let largest = self.shards.iter().map(|s| s.bytes).max().unwrap_or(0);
+        let advice = match smallest_fitting(&self.head, self.budget) {
+            Some(n) if n <= MAX_SHARDS.min(self.head.vocab) => {
+                format!("the smallest shard count that fits is {n} (--shards {n})")
+            }
+            Some(n) => format!(
+                "it would take {n} shards, more than the {MAX_SHARDS} a manifest allows; \
+                 raise --budget-mib"
+            ),
+            None => format!(
+                "a single row is {} bytes, more than the budget: no shard count fits",
+                self.head.row_bytes
+            ),
+        };
+        Err(ExitError {
+            code: EXIT_DOES_NOT_FIT,
+            message: format!(
+                "{over} of {} shard slices do not fit in {} MiB (the largest is {:.2} MiB); {advice}",
+                self.shards.len(),
+                self.budget.mib,
+                largest as f64 / MIB
+            ),
+        }
+        .into())
+    }
+}
+
+/// The fewest shards whose largest slice fits `budget`, `None` if not even one row fits.
+fn smallest_fitting(head: &LmHead, budget: Budget) -> Option<usize> {
+    let rows_per_shard = usize::try_from(budget.bytes() / head.row_bytes as u64).ok()?;
+    (rows_per_shard > 0).then(|| head.vocab.div_ceil(rows_per_shard))
+}
+
+/// Opens `gguf`, finds its lm-head and splits it.
+pub fn load(gguf: &std::path::Path, shards: usize, budget: Budget) -> Result<Plan> {
+    let file = Gguf::open(gguf)?;
+    Plan::new(LmHead::find(&file)?, shards, budget)
+}
+
+/// Runs `cobordism plan`.
+pub fn run(args: &Args) -> Result<()> {
+    let plan = load(&args.gguf, args.shards, args.budget)?;
+    plan.print();
+    plan.check_fits()?;
+    println!("\nall {} shard slices fit", plan.shards.len());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kquant::QuantType;
+
+    fn head(vocab: usize) -> LmHead {
+        LmHead {
+            model: "m".into(),
+            tensor: "output.weight".into(),
+            ty: QuantType::Q6K,
+            hidden: 256,
+            vocab,
+            row_bytes: 210,
+            data_offset: 0,
+            softcap: None,
+        }
+    }
+
+    #[test]
+    fn splits_evenly_with_extra_rows_first() {
+        let plan = Plan::new(head(10), 3, Budget { mib: 1 }).unwrap();
+        let counts: Vec<_> = plan
+            .shards
+            .iter()
+            .map(|s| (s.row_start, s.row_count))
+            .collect();
+        assert_eq!(counts, vec![(0, 4), (4, 3), (7, 3)]);
+        assert!(Plan::new(head(10), 0, Budget { mib: 1 }).is_err());
+        assert!(Plan::new(head(10), 11, Budget { mib: 1 }).is_err());
+    }
+
+    #[test]
+    fn smallest_fitting_count_really_fits() {
+        for vocab in [1, 7, 4993, 5000, 5001, 262_144] {
+            let h = head(vocab);
+            let n = smallest_fitting(&h, Budget { mib: 1 }).unwrap();
+            let fits = |n| {
+                Plan::new(h.clone(), n, Budget { mib: 1 })
+                    .unwrap()
+                    .check_fits()
+                    .is_ok()
+            };
+            assert!(fits(n), "vocab {vocab}: {n} shards should fit");
+            assert!(n == 1 || !fits(n - 1), "vocab {vocab}: {} would fit", n - 1);
+        }
+        let mut wide = head(4);
+        wide.row_bytes = 2 << 20;
+        assert_eq!(smallest_fitting(&wide, Budget { mib: 1 }), None);
+    }
+}

@@ -1,0 +1,180 @@
+//! `cobordism slice`: copies each shard's rows of the lm-head out of the GGUF file into
+//! `shard-NN.bin`, checksumming while copying through a bounded buffer, then writes
+//! `manifest.json` last, so a directory with a manifest always has all its slices.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{ensure, Context, Result};
+use clap::Args as ClapArgs;
+use cobordism_protocol::{Checksum, Manifest, ShardEntry, FORMAT, FORMAT_VERSION};
+use indicatif::ProgressBar;
+
+use crate::plan::{self, Budget, Plan, ShardRows};
+use crate::progress;
+
+/// Copy buffer size.
+const BUF_BYTES: usize = 8 << 20;
+/// The manifest's file name.
+pub const MANIFEST: &str = "manifest.json";
+
+/// Arguments of `cobordism slice`.
+#[derive(ClapArgs, Debug)]
+#[command(after_long_help = "\
+Examples:
+  cobordism slice --gguf gemma-3-27b-it-Q6_K.gguf --shards 12 --out slices/gemma3
+  cobordism slice --gguf model.gguf --shards 4 --out out --force
+
+Writes DIR/shard-00.bin … and DIR/manifest.json (last). Exits with 3, writing nothing, when a
+slice does not fit the budget.")]
+pub struct Args {
+    /// The GGUF model file.
+    #[arg(long, value_name = "FILE")]
+    pub gguf: PathBuf,
+    /// Number of shards (one Worker each).
+    #[arg(long, value_name = "N")]
+    pub shards: usize,
+    /// Output directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub budget: Budget,
+    /// Overwrite a manifest and slices already in DIR.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Runs `cobordism slice`.
+pub fn run(args: &Args) -> Result<()> {
+    let plan = plan::load(&args.gguf, args.shards, args.budget)?;
+    plan.check_fits()?;
+    prepare_dir(&args.out, &plan, args.force)?;
+
+    let bar = progress::bytes(plan.head.total_bytes(), "slicing");
+    let mut src =
+        File::open(&args.gguf).with_context(|| format!("cannot open {}", args.gguf.display()))?;
+    let mut buf = vec![0u8; BUF_BYTES];
+    let shards = plan
+        .shards
+        .iter()
+        .map(|s| copy_shard(&mut src, &args.gguf, &plan, s, &args.out, &mut buf, &bar))
+        .collect::<Result<Vec<_>>>()?;
+    bar.finish_and_clear();
+
+    let manifest = manifest(&plan, shards);
+    manifest.validate()?;
+    let path = args.out.join(MANIFEST);
+    fs::write(&path, manifest.to_json() + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    println!("shard        rows           count   bytes        checksum");
+    for s in &manifest.shards {
+        println!(
+            "{:>5}  {:>18}  {:>10}  {:>11}  {}",
+            s.index,
+            format!("{}..{}", s.row_start, s.row_start + s.row_count),
+            s.row_count,
+            s.bytes,
+            s.checksum
+        );
+    }
+    println!(
+        "wrote {} slices and {} (version {})",
+        manifest.shard_count,
+        path.display(),
+        manifest.version
+    );
+    Ok(())
+}
+
+/// Creates `dir`; refuses to overwrite an earlier run's files unless `force`. With `force` the old
+/// manifest is removed first, so no manifest ever describes half-rewritten slices.
+fn prepare_dir(dir: &Path, plan: &Plan, force: bool) -> Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let manifest = dir.join(MANIFEST);
+    let existing = std::iter::once(manifest.clone())
+        .chain(plan.shards.iter().map(|s| dir.join(key(s))))
+        .find(|p| p.exists());
+    if let Some(p) = existing {
+        ensure!(
+            force,
+            "{} already exists; pass --force to overwrite the slices in {}",
+            p.display(),
+            dir.display()
+        );
+        if manifest.exists() {
+            fs::remove_file(&manifest)
+                .with_context(|| format!("cannot remove {}", manifest.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn key(s: &ShardRows) -> String {
+    format!("shard-{:02}.bin", s.index)
+}
+
+fn copy_shard(
+    src: &mut File,
+    src_path: &Path,
+    plan: &Plan,
+    s: &ShardRows,
+    dir: &Path,
+    buf: &mut [u8],
+    bar: &ProgressBar,
+) -> Result<ShardEntry> {
+    let start = plan.head.data_offset + s.row_start as u64 * plan.head.row_bytes as u64;
+    src.seek(SeekFrom::Start(start))?;
+    let key = key(s);
+    let path = dir.join(&key);
+    let mut out = BufWriter::new(
+        File::create(&path).with_context(|| format!("cannot create {}", path.display()))?,
+    );
+    let mut sum = Checksum::new();
+    let mut left = s.bytes;
+    while left > 0 {
+        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        src.read_exact(&mut buf[..n]).with_context(|| {
+            format!(
+                "{}: reading shard {} at byte {}: the file ended early",
+                src_path.display(),
+                s.index,
+                start + (s.bytes - left)
+            )
+        })?;
+        sum.update(&buf[..n]);
+        out.write_all(&buf[..n])
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        left -= n as u64;
+        bar.inc(n as u64);
+    }
+    out.into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(ShardEntry {
+        index: s.index,
+        row_start: s.row_start,
+        row_count: s.row_count,
+        key,
+        bytes: s.bytes,
+        checksum: sum.finish(),
+    })
+}
+
+fn manifest(plan: &Plan, shards: Vec<ShardEntry>) -> Manifest {
+    let h = &plan.head;
+    Manifest {
+        format: FORMAT.into(),
+        format_version: FORMAT_VERSION,
+        version: Manifest::content_version(&shards),
+        model: h.model.clone(),
+        tensor: h.tensor.clone(),
+        dtype: h.ty.name().into(),
+        hidden: h.hidden,
+        vocab: h.vocab,
+        shard_count: shards.len(),
+        softcap: h.softcap,
+        shards,
+    }
+}
