@@ -1,11 +1,9 @@
 //! synth → plan → slice → logits --local → upload, on the tiny shape.
 
-mod common;
-
 use std::fs;
 
+use crate::common::*;
 use cobordism_protocol::{Checksum, Manifest};
-use common::*;
 use kquant::QMatrix;
 
 #[test]

@@ -1,5 +1,4 @@
 //! Helpers shared by the CLI tests: running the binary and making small GGUF files.
-#![allow(dead_code)] // each test file uses its own subset
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -57,7 +56,7 @@ pub fn fails(o: Output, code: i32, needles: &[&str]) -> String {
 /// `cobordism synth --shape tiny` (512 × 4096) into `dir/name` with extra arguments.
 pub fn synth(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let mut args = vec!["synth", "--out", name, "--type", "q6_k", "--seed", "5"];
-    if !extra.iter().any(|a| *a == "--hidden") {
+    if !extra.contains(&"--hidden") {
         args.extend(["--shape", "tiny"]);
     }
     args.extend(extra);

@@ -1,0 +1,215 @@
+//! `logits` against shard endpoints: a tiny HTTP server on 127.0.0.1 plays the shard Worker.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cobordism_protocol::{decode_hidden, encode_f32, softcap, Manifest};
+use kquant::QMatrix;
+
+use crate::common::*;
+
+/// How the fake shard answers.
+#[derive(Clone, Copy)]
+enum Mode {
+    Correct,
+    WrongRowStart,
+    /// 503 with `Retry-After: 0` for the first request, then correct answers.
+    BusyOnce,
+}
+
+/// A one-shard manifest (tiny shape, soft cap 30) sliced in `dir/s`.
+fn one_shard(dir: &Path) -> Manifest {
+    let gguf = synth(dir, "tiny.gguf", &["--softcap", "30"]);
+    ok(run_in(
+        dir,
+        &[
+            "slice",
+            "--gguf",
+            gguf.to_str().unwrap(),
+            "--shards",
+            "1",
+            "--out",
+            "s",
+        ],
+    ));
+    Manifest::parse(&fs::read(dir.join("s/manifest.json")).unwrap()).unwrap()
+}
+
+/// Serves shard 0 of `manifest` on a free port until the test ends; returns its base URL.
+fn serve(manifest: Manifest, weights: Vec<u8>, mode: Mode) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let busy = matches!(mode, Mode::BusyOnce) && n == 0;
+            answer(stream.unwrap(), &manifest, &weights, mode, busy);
+        }
+    });
+    url
+}
+
+fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy: bool) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line).unwrap();
+    let mut len = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap();
+            }
+        }
+    }
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).unwrap();
+    assert_eq!(request_line.trim(), "POST /cobordism-lm-head HTTP/1.1");
+    if busy {
+        let msg = br#"{"error":"busy","detail":"loading the slice"}"#;
+        write!(
+            stream,
+            "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            msg.len()
+        )
+        .unwrap();
+        stream.write_all(msg).unwrap();
+        return;
+    }
+    let (x, _) = decode_hidden(&body, m.hidden).unwrap();
+    let s = &m.shards[0];
+    let mut logits = vec![0.0f32; s.row_count];
+    QMatrix::new(m.quant_type(), weights, s.row_count, m.hidden)
+        .unwrap()
+        .mat_vec(&x, &mut logits)
+        .unwrap();
+    softcap(&mut logits, m.softcap);
+    let out = encode_f32(&logits);
+    let row_start = match mode {
+        Mode::WrongRowStart => s.row_start + 1,
+        _ => s.row_start,
+    };
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nX-Shard-Index: 0\r\nX-Row-Start: {row_start}\r\nX-Row-Count: {}\r\nX-Compute-Time-Ms: 1.5\r\nX-Cache: hit\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        s.row_count,
+        out.len()
+    )
+    .unwrap();
+    stream.write_all(&out).unwrap();
+}
+
+fn logits(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
+    let args = [
+        "logits",
+        "--manifest",
+        "s/manifest.json",
+        "--endpoint",
+        url,
+        "--seed",
+        "4",
+    ];
+    run_in(dir, &[&args[..], extra].concat())
+}
+
+#[test]
+fn verify_passes_against_a_correct_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = one_shard(dir.path());
+    let weights = fs::read(dir.path().join("s/shard-00.bin")).unwrap();
+    let url = serve(m.clone(), weights, Mode::Correct);
+    let out = ok(logits(
+        dir.path(),
+        &url,
+        &["--verify", "--out", "remote.f32", "--token", "t0k"],
+    ));
+    assert!(out.contains("verify: 4096 logits identical"), "{out}");
+    assert!(out.contains("hit"), "timing table: {out}");
+    assert!(out.contains("softcap 30"), "{out}");
+
+    ok(run_in(
+        dir.path(),
+        &[
+            "logits",
+            "--manifest",
+            "s/manifest.json",
+            "--local",
+            "--seed",
+            "4",
+            "--out",
+            "local.f32",
+        ],
+    ));
+    assert_eq!(
+        fs::read(dir.path().join("remote.f32")).unwrap(),
+        fs::read(dir.path().join("local.f32")).unwrap()
+    );
+}
+
+#[test]
+fn a_busy_shard_is_retried_after_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = one_shard(dir.path());
+    let weights = fs::read(dir.path().join("s/shard-00.bin")).unwrap();
+    let url = serve(m.clone(), weights.clone(), Mode::BusyOnce);
+    let out = ok(logits(dir.path(), &url, &["--verify"]));
+    assert!(out.contains("verify: 4096 logits identical"), "{out}");
+
+    let url = serve(m, weights, Mode::BusyOnce);
+    fails(
+        logits(dir.path(), &url, &["--retries", "0"]),
+        1,
+        &[
+            "shard 0",
+            &url,
+            "HTTP 503",
+            "loading the slice",
+            "after 1 attempts",
+        ],
+    );
+}
+
+#[test]
+fn a_wrong_row_start_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = one_shard(dir.path());
+    let weights = fs::read(dir.path().join("s/shard-00.bin")).unwrap();
+    let url = serve(m, weights, Mode::WrongRowStart);
+    fails(
+        logits(dir.path(), &url, &[]),
+        1,
+        &["shard 0", &url, "X-Row-Start is \"1\", the manifest says 0"],
+    );
+}
+
+#[test]
+fn a_down_endpoint_is_named_within_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    one_shard(dir.path());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    fails(
+        logits(dir.path(), &url, &["--timeout-secs", "2", "--retries", "1"]),
+        1,
+        &["1 of 1 shards failed", "shard 0", &url, "after 2 attempts"],
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+
+    fails(
+        logits(dir.path(), &url, &["--endpoint", &url]),
+        1,
+        &["2 endpoints given for 1 shards"],
+    );
+}
