@@ -12,7 +12,9 @@ use kquant::{dequantize, quantize, Block, BlockQ4K, BlockQ6K, QMatrix, QuantType
 const N: usize = 32 * 128;
 
 fn data(offset: f32) -> Vec<f32> {
-    (0..N).map(|i| 0.1 + 2.0 * (i as f32 + offset).cos()).collect()
+    (0..N)
+        .map(|i| 0.1 + 2.0 * (i as f32 + offset).cos())
+        .collect()
 }
 
 fn quantize(ty: QuantType, x: &[f32]) -> Vec<u8> {
@@ -36,11 +38,22 @@ fn errors_are_within_ggml_limits() {
         let q = quantize(ty, &x);
         let mut back = vec![0.0; N];
         dequantize(ty, &q, &mut back).unwrap();
-        let sq: f64 = x.iter().zip(&back).map(|(a, b)| f64::from(a - b).powi(2)).sum();
+        let sq: f64 = x
+            .iter()
+            .zip(&back)
+            .map(|(a, b)| f64::from(a - b).powi(2))
+            .sum();
         let total = sq.sqrt() / N as f64;
         let mut dot = [0.0f32];
-        QMatrix::new(ty, &q, 1, N).unwrap().mat_vec(&y, &mut dot).unwrap();
-        let exact: f64 = x.iter().zip(&y).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+        QMatrix::new(ty, &q, 1, N)
+            .unwrap()
+            .mat_vec(&y, &mut dot)
+            .unwrap();
+        let exact: f64 = x
+            .iter()
+            .zip(&y)
+            .map(|(a, b)| f64::from(*a) * f64::from(*b))
+            .sum();
         let dot_err = (f64::from(dot[0]) - exact).abs() / N as f64;
         eprintln!("{ty:?}: total quantization error {total:.2e}, dot-product error {dot_err:.2e}");
         assert!(total < 0.002, "{ty:?} total error {total}");
@@ -62,7 +75,11 @@ fn gaussian_weights_round_trip() {
         };
         let mut back = vec![0.0; rows * cols];
         dequantize(ty, &bytes, &mut back).unwrap();
-        let err: f64 = w.iter().zip(&back).map(|(a, b)| f64::from(a - b).powi(2)).sum();
+        let err: f64 = w
+            .iter()
+            .zip(&back)
+            .map(|(a, b)| f64::from(a - b).powi(2))
+            .sum();
         let norm: f64 = w.iter().map(|a| f64::from(*a).powi(2)).sum();
         let rel = (err / norm).sqrt();
         eprintln!("{ty:?}: relative RMSE on Gaussian weights {rel:.4}");

@@ -186,23 +186,43 @@ pub(crate) fn prepare(x: &[f32], q4k: bool, prepared: &mut [f32]) {
     }
 }
 
+/// Exact f16 → f32 for the hot loops: the 15 magnitude bits shifted into an f32 and scaled by
+/// 2¹¹² (exact for normals and subnormals alike), infinities and NaNs rebuilt, the sign put back.
+/// Bit-identical to `half::f16::to_f32` for all 65536 inputs (see the tests) but branch-light,
+/// which matters on wasm where `half` has no hardware conversion.
+#[inline(always)]
+pub(crate) fn f16_to_f32(h: [u8; 2]) -> f32 {
+    let h = u32::from(u16::from_le_bytes(h));
+    let magnitude = (h & 0x7FFF) << 13;
+    let value = if magnitude > 0x7C00 << 13 {
+        magnitude | 0x7FC0_0000 // NaN: payload kept, made quiet
+    } else if magnitude == 0x7C00 << 13 {
+        0x7F80_0000 // infinity
+    } else {
+        (f32::from_bits(magnitude) * f32::from_bits(0x7780_0000)).to_bits() // × 2¹¹²
+    };
+    f32::from_bits(value | (h & 0x8000) << 16)
+}
+
 /// `d · f32(scale_j)` for the 16 sub-blocks of a Q6_K block.
 #[inline(always)]
 fn q6k_scales(b: &BlockQ6K) -> [f32; 16] {
-    let d = b.d().to_f32();
+    let d = f16_to_f32(b.d);
     core::array::from_fn(|j| d * f32::from(b.scale(j)))
 }
 
-/// Per 16-weight sub-block `j`: `d · f32(sc[j/2])` and `dmin · f32(m[j/2])` of a Q4_K block.
+/// For a Q4_K block: `d · f32(sc)` per 16-weight group (two per sub-block), and `dmin · f32(m)`
+/// per 32-weight sub-block.
 #[inline(always)]
-fn q4k_scales(b: &BlockQ4K) -> ([f32; 16], [f32; 16]) {
-    let (d, dmin) = (b.d().to_f32(), b.dmin().to_f32());
+fn q4k_scales(b: &BlockQ4K) -> ([f32; 16], [f32; 8]) {
+    let (d, dmin) = (f16_to_f32(b.d), f16_to_f32(b.dmin));
     let mut ds = [0.0; 16];
-    let mut dm = [0.0; 16];
-    for j in 0..16 {
-        let (sc, m) = b.scale_min(j / 2);
-        ds[j] = d * f32::from(sc);
-        dm[j] = dmin * f32::from(m);
+    let mut dm = [0.0; 8];
+    for s in 0..8 {
+        let (sc, m) = b.scale_min(s);
+        ds[2 * s] = d * f32::from(sc);
+        ds[2 * s + 1] = ds[2 * s];
+        dm[s] = dmin * f32::from(m);
     }
     (ds, dm)
 }
@@ -300,7 +320,7 @@ fn dot_q4k<V: Vector>(v: V, row: &[BlockQ4K], xt: &[f32], sums: &[f32]) -> f32 {
             }
         }
         for (s, &x_sum) in xs.iter().enumerate() {
-            mins[s % 4] += dm[2 * s] * x_sum;
+            mins[s % 4] += dm[s] * x_sum;
         }
     }
     reduce(v, acc) - ((mins[0] + mins[1]) + (mins[2] + mins[3]))
@@ -322,6 +342,7 @@ fn dequant_q6k<V: Vector>(v: V, b: &BlockQ6K, y: &mut [f32]) {
 #[inline(always)]
 fn dequant_q4k<V: Vector>(v: V, b: &BlockQ4K, y: &mut [f32]) {
     let (ds, dm) = q4k_scales(b);
+    let dm: [f32; 16] = core::array::from_fn(|j| dm[j / 2]);
     for s in 0..4 {
         for c in 0..16 / V::LANES {
             let (q, shift) = q4k_chunk(v, b, s, c);
@@ -329,6 +350,18 @@ fn dequant_q4k<V: Vector>(v: V, b: &BlockQ4K, y: &mut [f32]) {
             let min = v.splat_groups(&dm[4 * s + c * V::LANES / 4..]);
             let w = [0, 1, 2, 3].map(|k| v.sub(v.mul(scale, q4k_weight(v, q, shift, k)), min));
             v.store_interleaved(w, &mut y[64 * s + 4 * c * V::LANES..]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn f16_conversion_matches_half_for_every_value() {
+        for bits in 0..=u16::MAX {
+            let ours = super::f16_to_f32(bits.to_le_bytes());
+            let theirs = half::f16::from_bits(bits).to_f32();
+            assert_eq!(ours.to_bits(), theirs.to_bits(), "f16 bits {bits:#06x}");
         }
     }
 }
