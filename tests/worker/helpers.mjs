@@ -32,7 +32,7 @@ export function makeModel({ type = "q6_k", hidden = 512, vocab = 4096, shards = 
 /** Puts a model's slices, then its manifest, under `prefix` in a Miniflare R2 bucket. */
 export async function seed(bucket, model, prefix = "model", { manifest = model.manifest } = {}) {
   for (const s of model.manifest.shards) {
-    await bucket.put(`${prefix}/${s.key}`, readFileSync(join(model.slices, s.key)));
+    await bucket.put(`${prefix}/${s.key}`, new Uint8Array(readFileSync(join(model.slices, s.key))));
   }
   await bucket.put(`${prefix}/manifest.json`, JSON.stringify(manifest));
 }

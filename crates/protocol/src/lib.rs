@@ -17,10 +17,13 @@ pub use manifest::{Manifest, ManifestError, ShardEntry, FORMAT, FORMAT_VERSION, 
 pub use topk::{TopK, TopKError, MAX_TOP_K};
 
 /// The final-logit soft cap: `c · tanh(z / c)` in place (gemma-2/3 style); `None` leaves `z`.
+///
+/// `tanh` comes from the `libm` crate, not the platform's C library, so the shard (wasm) and
+/// the CLI (native) give the same bits.
 pub fn softcap(logits: &mut [f32], cap: Option<f32>) {
     if let Some(c) = cap {
         for z in logits {
-            *z = c * (*z / c).tanh();
+            *z = c * libm::tanhf(*z / c);
         }
     }
 }

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Entries are sorted by logit, largest first; equal logits by token id, smallest first.
-//! `log_sum_exp = max + ln Σ exp(z − max)`, summed in f64 in row order, rounded once to f32.
+//! `log_sum_exp = max + ln Σ exp(z − max)`, summed in f64 in row order, rounded once to f32
+//! (with the `libm` crate's `exp`/`log`, so every platform gives the same bits).
 
 use core::fmt;
 
@@ -42,7 +43,7 @@ impl TopK {
     /// The top `k` of `logits`, whose first row is token `row_start`.
     pub fn compute(logits: &[f32], row_start: u32, k: usize) -> TopK {
         let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let sum: f64 = logits.iter().map(|&z| f64::from(z - max).exp()).sum();
+        let sum: f64 = logits.iter().map(|&z| libm::exp(f64::from(z - max))).sum();
         let mut order: Vec<u32> = (0..logits.len() as u32).collect();
         let better = |a: &u32, b: &u32| {
             logits[*b as usize]
@@ -57,7 +58,7 @@ impl TopK {
         order.sort_by(better);
         TopK {
             max_logit: max,
-            log_sum_exp: (f64::from(max) + sum.ln()) as f32,
+            log_sum_exp: (f64::from(max) + libm::log(sum)) as f32,
             entries: order
                 .into_iter()
                 .map(|i| (row_start + i, logits[i as usize]))
