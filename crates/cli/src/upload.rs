@@ -125,7 +125,7 @@ pub fn run(args: &Args) -> Result<()> {
             location.as_deref(),
         )?;
         bar.inc(o.bytes);
-        bar.println(format!("put {}/{} ({} bytes)", args.bucket, o.key, o.bytes));
+        bar.suspend(|| println!("put {}/{} ({} bytes)", args.bucket, o.key, o.bytes));
     }
     bar.finish_and_clear();
     println!(

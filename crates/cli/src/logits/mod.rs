@@ -31,9 +31,10 @@ Shard i is served by the i-th endpoint; the hidden vector is POSTed to
 
 Examples:
   cobordism logits --manifest slices/tiny/manifest.json --local --seed 1
-  cobordism logits --manifest slices/tiny/manifest.json --endpoint http://127.0.0.1:8787 --seed 1 --verify
+  cobordism logits --manifest slices/tiny/manifest.json --seed 1 --verify \\
+      --endpoint http://127.0.0.1:8787 --endpoint http://127.0.0.1:8788
   cobordism logits --manifest m/manifest.json --endpoints-from endpoints.txt --hidden h.f32 \\
-      --top-k 20 --token \"$TOKEN\" --out logits.f32
+      --top-k 20 --out logits.f32   # with COBORDISM_TOKEN set
 
 Exits with 4 when --verify finds a logit that differs.")]
 pub struct Args {
@@ -62,8 +63,13 @@ pub struct Args {
     /// Write all logits to FILE as little-endian f32.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Bearer token for the Workers.
-    #[arg(long, value_name = "T")]
+    /// Bearer token for the Workers (or set COBORDISM_TOKEN, which keeps it out of `ps`).
+    #[arg(
+        long,
+        value_name = "T",
+        env = "COBORDISM_TOKEN",
+        hide_env_values = true
+    )]
     pub token: Option<String>,
     /// Also compute locally and compare bit for bit (exit code 4 on a difference).
     #[arg(long, conflicts_with = "local")]
@@ -117,18 +123,27 @@ pub fn run(args: &Args) -> Result<()> {
 }
 
 fn endpoints(args: &Args) -> Result<Vec<String>> {
-    let Some(path) = &args.endpoints_from else {
-        return Ok(args.endpoint.clone());
+    let urls = match &args.endpoints_from {
+        None => args.endpoint.clone(),
+        Some(path) => {
+            let text = fs::read_to_string(path)
+                .with_context(|| format!("cannot read the endpoints file {}", path.display()))?;
+            let urls: Vec<String> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from)
+                .collect();
+            ensure!(!urls.is_empty(), "{}: no endpoint URLs", path.display());
+            urls
+        }
     };
-    let text = fs::read_to_string(path)
-        .with_context(|| format!("cannot read the endpoints file {}", path.display()))?;
-    let urls: Vec<String> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect();
-    ensure!(!urls.is_empty(), "{}: no endpoint URLs", path.display());
+    for url in &urls {
+        ensure!(
+            url.starts_with("http://") || url.starts_with("https://"),
+            "endpoint {url:?}: expected an http:// or https:// URL"
+        );
+    }
     Ok(urls)
 }
 

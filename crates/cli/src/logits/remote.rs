@@ -1,6 +1,10 @@
 //! Logits from the shard Workers: the hidden vector is POSTed to `<endpoint>/cobordism-lm-head`
 //! of every shard at once, and each answer is checked against the manifest before it is used.
 //!
+//! Checked: status 200, `X-Shard-Index`, `X-Row-Start` and `X-Row-Count` against the manifest,
+//! `X-Manifest-Version` (when the server sends it) against the manifest's version, and a body of
+//! exactly `4 · row_count` bytes.
+//!
 //! Connection failures, timeouts, 429 and 5xx answers are retried (503 and 429 after the
 //! server's `Retry-After`, others after a short backoff) up to `--retries` times; a wrong answer
 //! (other 4xx, wrong shard headers, wrong body length) fails at once.
@@ -85,7 +89,7 @@ pub fn fetch(
                 scope.spawn(move || {
                     group
                         .iter()
-                        .map(|(s, url)| fetch_shard(agent, url, s, body, opts))
+                        .map(|(s, url)| fetch_shard(agent, url, s, body, &manifest.version, opts))
                         .collect::<Vec<_>>()
                 })
             })
@@ -133,13 +137,14 @@ fn fetch_shard(
     url: &str,
     shard: &ShardEntry,
     body: &[u8],
+    version: &str,
     opts: &Options,
 ) -> Result<(Vec<f32>, ShardTiming), String> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         let start = Instant::now();
-        let failure = match attempt_once(agent, url, shard, body, opts) {
+        let failure = match attempt_once(agent, url, shard, body, version, opts) {
             Ok((values, compute_ms, cache)) => {
                 let timing = ShardTiming {
                     index: shard.index,
@@ -160,7 +165,8 @@ fn fetch_shard(
                 thread::sleep(wait.unwrap_or(backoff).min(MAX_RETRY_AFTER));
             }
             Failure::Retry(msg, _) => {
-                return Err(format!("{name}: {msg} (after {attempt} attempts)"))
+                let plural = if attempt == 1 { "" } else { "s" };
+                return Err(format!("{name}: {msg} (after {attempt} attempt{plural})"));
             }
             Failure::Fatal(msg) => return Err(format!("{name}: {msg}")),
         }
@@ -174,6 +180,7 @@ fn attempt_once(
     url: &str,
     shard: &ShardEntry,
     body: &[u8],
+    version: &str,
     opts: &Options,
 ) -> Result<Answer, Failure> {
     let mut req = agent
@@ -210,6 +217,12 @@ fn attempt_once(
                 got.map_or("missing".into(), |v| format!("{v:?}"))
             )));
         }
+    }
+    if let Some(served) = header(&resp, "X-Manifest-Version").filter(|v| v != version) {
+        return Err(Failure::Fatal(format!(
+            "it serves manifest version {served:?}, this manifest is {version:?} (upload these \
+             slices, or use the manifest the shard was loaded from)"
+        )));
     }
     let expected = 4 * shard.row_count;
     let bytes = resp

@@ -12,11 +12,16 @@ use kquant::QMatrix;
 
 use crate::common::*;
 
+/// The token the fake shard accepts (requests without a token are served too).
+const TOKEN: &str = "t0k";
+
 /// How the fake shard answers.
 #[derive(Clone, Copy)]
 enum Mode {
     Correct,
     WrongRowStart,
+    /// Claims to serve another manifest version.
+    StaleVersion,
     /// 503 with `Retry-After: 0` for the first request, then correct answers.
     BusyOnce,
 }
@@ -56,7 +61,7 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut request_line = String::new();
     reader.read_line(&mut request_line).unwrap();
-    let mut len = 0;
+    let (mut len, mut auth) = (0, None);
     loop {
         let mut line = String::new();
         reader.read_line(&mut line).unwrap();
@@ -67,21 +72,21 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
             if k.eq_ignore_ascii_case("content-length") {
                 len = v.trim().parse().unwrap();
             }
+            if k.eq_ignore_ascii_case("authorization") {
+                auth = Some(v.trim().to_string());
+            }
         }
     }
     let mut body = vec![0; len];
     reader.read_exact(&mut body).unwrap();
     assert_eq!(request_line.trim(), "POST /cobordism-lm-head HTTP/1.1");
     if busy {
-        let msg = br#"{"error":"busy","detail":"loading the slice"}"#;
-        write!(
-            stream,
-            "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            msg.len()
-        )
-        .unwrap();
-        stream.write_all(msg).unwrap();
-        return;
+        let msg = r#"{"error":"busy","detail":"loading the slice"}"#;
+        return error(stream, "503 Service Unavailable\r\nRetry-After: 0", msg);
+    }
+    if auth.is_some_and(|a| a != format!("Bearer {TOKEN}")) {
+        let msg = r#"{"error":"unauthorized","detail":"a valid Authorization: Bearer token is required"}"#;
+        return error(stream, "401 Unauthorized", msg);
     }
     let (x, _) = decode_hidden(&body, m.hidden).unwrap();
     let s = &m.shards[0];
@@ -96,14 +101,27 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
         Mode::WrongRowStart => s.row_start + 1,
         _ => s.row_start,
     };
+    let version = match mode {
+        Mode::StaleVersion => "0123456789abcdef",
+        _ => &m.version,
+    };
     write!(
         stream,
-        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nX-Shard-Index: 0\r\nX-Row-Start: {row_start}\r\nX-Row-Count: {}\r\nX-Compute-Time-Ms: 1.5\r\nX-Cache: hit\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nX-Shard-Index: 0\r\nX-Row-Start: {row_start}\r\nX-Row-Count: {}\r\nX-Compute-Time-Ms: 1.5\r\nX-Cache: hit\r\nX-Manifest-Version: {version}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         s.row_count,
         out.len()
     )
     .unwrap();
     stream.write_all(&out).unwrap();
+}
+
+fn error(mut stream: TcpStream, status: &str, json: &str) {
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
+        json.len()
+    )
+    .unwrap();
 }
 
 fn logits(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
@@ -151,6 +169,12 @@ fn verify_passes_against_a_correct_shard() {
         fs::read(dir.path().join("remote.f32")).unwrap(),
         fs::read(dir.path().join("local.f32")).unwrap()
     );
+
+    fails(
+        logits(dir.path(), &url, &["--token", "wrong"]),
+        1,
+        &["shard 0", "HTTP 401", "unauthorized"],
+    );
 }
 
 #[test]
@@ -171,7 +195,7 @@ fn a_busy_shard_is_retried_after_retry_after() {
             &url,
             "HTTP 503",
             "loading the slice",
-            "after 1 attempts",
+            "(after 1 attempt)",
         ],
     );
 }
@@ -186,6 +210,19 @@ fn a_wrong_row_start_is_refused() {
         logits(dir.path(), &url, &[]),
         1,
         &["shard 0", &url, "X-Row-Start is \"1\", the manifest says 0"],
+    );
+}
+
+#[test]
+fn a_stale_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = one_shard(dir.path());
+    let weights = fs::read(dir.path().join("s/shard-00.bin")).unwrap();
+    let url = serve(m, weights, Mode::StaleVersion);
+    fails(
+        logits(dir.path(), &url, &[]),
+        1,
+        &["shard 0", "serves manifest version \"0123456789abcdef\""],
     );
 }
 
