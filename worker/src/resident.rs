@@ -40,7 +40,7 @@ pub struct Resident {
     checked_ms: f64,
     /// The raw blocks.
     slice: Vec<u8>,
-    /// Prepared activations for the kernels.
+    /// Prepared activations for the kernels, room for a full batch.
     scratch: Vec<f32>,
     /// How long the load took.
     pub load_ms: f64,
@@ -83,11 +83,13 @@ pub fn wasm_memory_bytes() -> u64 {
     core::arch::wasm32::memory_size(0) as u64 * 65536
 }
 
-/// Wasm memory a resident slice needs: the blocks, the prepared activations, the outputs and
-/// the request bodies of a full batch.
+/// Wasm memory a resident slice needs: the blocks, and for a full batch the prepared
+/// activations, the outputs and the request body.
 pub fn budget_need(manifest: &Manifest, entry: &ShardEntry) -> u64 {
-    let floats = manifest.quant_type().scratch_len(manifest.hidden)
-        + MAX_BATCH * (entry.row_count + 2 * manifest.hidden);
+    let floats = MAX_BATCH
+        * (manifest.quant_type().scratch_len(manifest.hidden)
+            + entry.row_count
+            + 2 * manifest.hidden);
     entry.bytes + 4 * floats as u64
 }
 
@@ -285,7 +287,7 @@ async fn fetch(
             30,
         )
     })?;
-    let scratch = vec![0.0; manifest.quant_type().scratch_len(manifest.hidden)];
+    let scratch = vec![0.0; MAX_BATCH * manifest.quant_type().scratch_len(manifest.hidden)];
     // Hand the reserved buffer to the state, so that it is never held by a request alone.
     STATE.with_borrow_mut(|s| {
         if let State::Loading {
@@ -406,13 +408,9 @@ impl Resident {
             )
         })?;
         let mut out = vec![0.0f32; n * rows];
-        for (x, y) in hidden
-            .chunks_exact(m.cols())
-            .zip(out.chunks_exact_mut(rows))
-        {
-            m.mat_vec_with(Backend::best(), x, y, &mut self.scratch)
-                .map_err(|e| ApiError::new(500, "internal", e.to_string()))?;
-        }
+        let scratch = &mut self.scratch[..n * m.ty().scratch_len(m.cols())];
+        m.mat_mat_with(Backend::best(), hidden, &mut out, scratch)
+            .map_err(|e| ApiError::new(500, "internal", e.to_string()))?;
         cobordism_protocol::softcap(&mut out, self.manifest.softcap);
         Ok(out)
     }

@@ -35,6 +35,7 @@ fn main() {
     println!();
     println!("| case | kernel | ms | GB/s | vs scalar |");
     println!("|---|---|---:|---:|---:|");
+    let mut batches = Vec::new();
     for case in CASES {
         let (w, x) = case.data(1);
         let m = QMatrix::new(case.ty, &w, case.rows, case.cols).unwrap();
@@ -55,5 +56,33 @@ fn main() {
                 base / ms
             );
         }
+        let best = Backend::best();
+        let single = median_ms(runs, || {
+            m.mat_vec_with(best, black_box(&x), &mut out, &mut scratch)
+                .unwrap()
+        });
+        for n in [4, 8] {
+            let xs = x.repeat(n);
+            let mut outs = vec![0.0; n * case.rows];
+            let mut scratch = vec![0.0; n * m.scratch_len()];
+            let ms = median_ms(runs, || {
+                m.mat_mat_with(best, black_box(&xs), &mut outs, &mut scratch)
+                    .unwrap()
+            });
+            batches.push(format!(
+                "| {} | {best} | {n} | {ms:.1} | {:.1} | {:.2}× |",
+                case.label(),
+                ms / n as f64,
+                single / (ms / n as f64)
+            ));
+        }
+    }
+    println!();
+    println!(
+        "| case | kernel | batch | ms per call | ms per vector | speedup per vector vs single |"
+    );
+    println!("|---|---|---:|---:|---:|---:|");
+    for line in batches {
+        println!("{line}");
     }
 }

@@ -120,7 +120,8 @@ impl<'a> QMatrix<'a> {
         self.ty.scratch_len(self.cols)
     }
 
-    /// `out[r] = Σ_c W[r,c]·x[c]` on `backend`, in the canonical order described in the crate docs. `scratch` must hold [`QMatrix::scratch_len`] floats.
+    /// `out[r] = Σ_c W[r,c]·x[c]` on `backend`, in the canonical order described in the crate
+    /// docs. `scratch` must hold [`QMatrix::scratch_len`] floats.
     pub fn mat_vec_with(
         &self,
         backend: Backend,
@@ -128,25 +129,55 @@ impl<'a> QMatrix<'a> {
         out: &mut [f32],
         scratch: &mut [f32],
     ) -> Result<(), Error> {
+        check_len("x", self.cols, x.len())?;
+        self.mat_mat_with(backend, x, out, scratch)
+    }
+
+    /// `n` products at once: `xs` holds `n` vectors of `cols` floats back to back, `out` gets
+    /// `n` results of `rows` floats back to back. The weights are read once per pass of up to
+    /// four vectors, and each result has exactly the bits [`QMatrix::mat_vec_with`] gives it.
+    /// `scratch` must hold `n ·` [`QMatrix::scratch_len`] floats.
+    pub fn mat_mat_with(
+        &self,
+        backend: Backend,
+        xs: &[f32],
+        out: &mut [f32],
+        scratch: &mut [f32],
+    ) -> Result<(), Error> {
         if !backend.is_available() {
             return Err(Error::BackendUnavailable);
         }
-        check_len("x", self.cols, x.len())?;
-        check_len("out", self.rows, out.len())?;
-        check_len("scratch", self.scratch_len(), scratch.len())?;
+        let n = xs.len() / self.cols;
+        if n == 0 || !xs.len().is_multiple_of(self.cols) {
+            return Err(Error::LengthMismatch {
+                what: "x",
+                expected: self.cols * n.max(1),
+                actual: xs.len(),
+            });
+        }
+        check_len("out", self.rows * n, out.len())?;
+        check_len("scratch", self.scratch_len() * n, scratch.len())?;
         let q4k = self.ty == QuantType::Q4K;
-        generic::prepare(x, q4k, scratch);
+        for (x, prepared) in xs
+            .chunks_exact(self.cols)
+            .zip(scratch.chunks_exact_mut(self.scratch_len()))
+        {
+            generic::prepare(x, q4k, prepared);
+        }
         let prepared = &*scratch;
+        let rows = self.rows;
         backend.run(match self.ty {
-            QuantType::Q4K => Job::MatVecQ4K {
+            QuantType::Q4K => Job::MatMulQ4K {
                 blocks: BlockQ4K::slice_from_bytes(self.bytes)?,
                 prepared,
                 out,
+                rows,
             },
-            QuantType::Q6K => Job::MatVecQ6K {
+            QuantType::Q6K => Job::MatMulQ6K {
                 blocks: BlockQ6K::slice_from_bytes(self.bytes)?,
                 prepared,
                 out,
+                rows,
             },
         });
         Ok(())
@@ -155,8 +186,16 @@ impl<'a> QMatrix<'a> {
     /// [`QMatrix::mat_vec_with`] on [`Backend::best`], allocating its scratch.
     #[cfg(feature = "alloc")]
     pub fn mat_vec(&self, x: &[f32], out: &mut [f32]) -> Result<(), Error> {
-        let mut scratch = alloc::vec![0.0; self.scratch_len()];
-        self.mat_vec_with(Backend::best(), x, out, &mut scratch)
+        check_len("x", self.cols, x.len())?;
+        self.mat_mat(x, out)
+    }
+
+    /// [`QMatrix::mat_mat_with`] on [`Backend::best`], allocating its scratch.
+    #[cfg(feature = "alloc")]
+    pub fn mat_mat(&self, xs: &[f32], out: &mut [f32]) -> Result<(), Error> {
+        let n = xs.len() / self.cols;
+        let mut scratch = alloc::vec![0.0; self.scratch_len() * n.max(1)];
+        self.mat_mat_with(Backend::best(), xs, out, &mut scratch)
     }
 }
 

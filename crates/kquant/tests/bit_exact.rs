@@ -59,6 +59,36 @@ fn random_shapes_agree_on_every_backend() {
     }
 }
 
+/// A batch gives each vector exactly the bits of its own mat-vec, for every batch size (passes
+/// of 4, 2 and 1) and backend.
+#[test]
+fn batches_equal_single_vectors() {
+    for ty in QuantType::ALL {
+        let mut rng = Rng::new(0xBA7C + ty.ggml_type() as u64);
+        let (rows, cols) = (37, 1280);
+        let w = random_blocks(&mut rng, ty, rows * cols / 256);
+        let m = QMatrix::new(ty, &w, rows, cols).unwrap();
+        let xs = random_x(&mut rng, 8 * cols);
+        let singles: Vec<f32> = xs
+            .chunks(cols)
+            .flat_map(|x| mat_vec(Backend::Scalar, &m, x))
+            .collect();
+        for backend in Backend::available() {
+            for n in 1..=8 {
+                let mut out = vec![0.0; n * rows];
+                let mut scratch = vec![0.0; n * m.scratch_len()];
+                m.mat_mat_with(backend, &xs[..n * cols], &mut out, &mut scratch)
+                    .unwrap();
+                assert_eq!(
+                    first_difference(&out, &singles[..n * rows]),
+                    None,
+                    "{ty:?} batch of {n} on {backend}"
+                );
+            }
+        }
+    }
+}
+
 const SCALES: [f32; 9] = [
     1.0,
     -0.75,

@@ -90,6 +90,19 @@ fn buffer_lengths_are_checked() {
         }
     );
     assert!(BlockQ6K::slice_from_bytes(&[0u8; 209]).is_err());
+    let m = QMatrix::new(QuantType::Q6K, &[0u8; 420], 2, 256).unwrap();
+    for (xs, out) in [(0, 0), (257, 2), (512, 2), (512, 5)] {
+        let err = m.mat_mat_with(
+            Backend::Scalar,
+            &vec![0.0; xs],
+            &mut vec![0.0; out],
+            &mut [0.0; 512],
+        );
+        assert!(
+            matches!(err, Err(Error::LengthMismatch { .. })),
+            "{xs} {out}: {err:?}"
+        );
+    }
 }
 
 #[test]

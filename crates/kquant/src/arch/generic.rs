@@ -99,16 +99,21 @@ pub(crate) trait Vector: Copy {
 }
 
 /// One call's work, handed from the dispatcher to a backend.
+///
+/// A mat-mul job holds `n` prepared vectors back to back in `prepared` and writes `n` results
+/// of `rows` floats back to back in `out`.
 pub(crate) enum Job<'a> {
-    MatVecQ4K {
+    MatMulQ4K {
         blocks: &'a [BlockQ4K],
         prepared: &'a [f32],
         out: &'a mut [f32],
+        rows: usize,
     },
-    MatVecQ6K {
+    MatMulQ6K {
         blocks: &'a [BlockQ6K],
         prepared: &'a [f32],
         out: &'a mut [f32],
+        rows: usize,
     },
     DequantQ4K {
         blocks: &'a [BlockQ4K],
@@ -125,27 +130,18 @@ pub(crate) enum Job<'a> {
 #[inline(always)]
 pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
     match job {
-        Job::MatVecQ4K {
+        Job::MatMulQ4K {
             blocks,
             prepared,
             out,
-        } => {
-            let nb = blocks.len() / out.len();
-            let (xt, sums) = prepared.split_at(nb * QK_K);
-            for (row, y) in blocks.chunks_exact(nb).zip(out.iter_mut()) {
-                *y = dot_q4k(v, row, xt, sums);
-            }
-        }
-        Job::MatVecQ6K {
+            rows,
+        } => mat_mul(v, Q4K, blocks, prepared, out, rows),
+        Job::MatMulQ6K {
             blocks,
             prepared,
             out,
-        } => {
-            let nb = blocks.len() / out.len();
-            for (row, y) in blocks.chunks_exact(nb).zip(out.iter_mut()) {
-                *y = dot_q6k(v, row, prepared);
-            }
-        }
+            rows,
+        } => mat_mul(v, Q6K, blocks, prepared, out, rows),
         Job::DequantQ4K { blocks, out } => {
             for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
                 dequant_q4k(v, b, y);
@@ -155,6 +151,61 @@ pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
             for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
                 dequant_q6k(v, b, y);
             }
+        }
+    }
+}
+
+/// A row kernel of one format: a row's blocks and `N` prepared vectors in, `N` results out.
+trait RowKernel: Copy {
+    type Block;
+    fn dot<V: Vector, const N: usize>(self, v: V, row: &[Self::Block], xs: [&[f32]; N])
+        -> [f32; N];
+}
+
+/// `n = out.len() / rows` vectors against every row, in passes of 4, 2 and 1 vectors
+/// (`n = 7` is 4 + 2 + 1): each pass reads the weights once.
+#[inline(always)]
+fn mat_mul<V: Vector, K: RowKernel>(
+    v: V,
+    kernel: K,
+    blocks: &[K::Block],
+    prepared: &[f32],
+    out: &mut [f32],
+    rows: usize,
+) {
+    let p = prepared.len() / (out.len() / rows);
+    let (mut xs, mut ys) = (prepared, out);
+    while !ys.is_empty() {
+        let take = [4, 2, 1]
+            .into_iter()
+            .find(|&t| t * rows <= ys.len())
+            .unwrap_or(1);
+        let (x, rest_x) = xs.split_at(take * p);
+        let (y, rest_y) = core::mem::take(&mut ys).split_at_mut(take * rows);
+        match take {
+            4 => mat_mul_pass::<V, K, 4>(v, kernel, blocks, x, y),
+            2 => mat_mul_pass::<V, K, 2>(v, kernel, blocks, x, y),
+            _ => mat_mul_pass::<V, K, 1>(v, kernel, blocks, x, y),
+        }
+        (xs, ys) = (rest_x, rest_y);
+    }
+}
+
+/// One pass: `N` prepared vectors (back to back in `x`) against every row; results back to
+/// back in `y`.
+#[inline(always)]
+fn mat_mul_pass<V: Vector, K: RowKernel, const N: usize>(
+    v: V,
+    kernel: K,
+    blocks: &[K::Block],
+    x: &[f32],
+    y: &mut [f32],
+) {
+    let (p, rows) = (x.len() / N, y.len() / N);
+    let xs: [&[f32]; N] = core::array::from_fn(|i| &x[i * p..(i + 1) * p]);
+    for (r, row) in blocks.chunks_exact(blocks.len() / rows).enumerate() {
+        for (i, value) in kernel.dot(v, row, xs).into_iter().enumerate() {
+            y[i * rows + r] = value;
         }
     }
 }
@@ -258,10 +309,10 @@ fn q4k_weight<V: Vector>(v: V, q: V::U, shift: u32, k: u32) -> V::F {
     v.to_f32(v.and(v.shr(q, shift + 8 * k), v.splat_u(0xF)))
 }
 
-/// `((v0 + v1) + v2) + v3` with `v_k = w(k) · xt[16k..]`.
+/// `((v0 + v1) + v2) + v3` with `v_k = w[k] · xt[16k..]`.
 #[inline(always)]
-fn lane_dot<V: Vector>(v: V, xt: &[f32], w: impl Fn(u32) -> V::F) -> V::F {
-    let term = |k: u32| v.mul(w(k), v.load_f(&xt[16 * k as usize..]));
+fn lane_dot<V: Vector>(v: V, xt: &[f32], w: &[V::F; 4]) -> V::F {
+    let term = |k: usize| v.mul(w[k], v.load_f(&xt[16 * k..]));
     let p = v.add(term(0), term(1));
     let p = v.add(p, term(2));
     v.add(p, term(3))
@@ -282,48 +333,77 @@ fn reduce<V: Vector>(v: V, acc: [V::F; 4]) -> f32 {
     (t[0] + t[1]) + (t[2] + t[3])
 }
 
-#[inline(always)]
-fn dot_q6k<V: Vector>(v: V, row: &[BlockQ6K], xt: &[f32]) -> f32 {
-    let mut acc = [v.splat_f(0.0); 4];
-    for (b, xb) in row.iter().zip(xt.chunks_exact(QK_K)) {
-        let ds = q6k_scales(b);
-        for s in 0..4 {
-            for (c, a) in acc.iter_mut().enumerate().take(16 / V::LANES) {
-                let q = q6k_chunk(v, b, s, c);
-                let p = lane_dot(v, &xb[64 * s + c * V::LANES..], |k| q6k_weight(v, q, k));
-                let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
-                *a = v.add(*a, v.mul(scale, p));
+/// The Q6_K row kernel.
+#[derive(Clone, Copy)]
+struct Q6K;
+
+impl RowKernel for Q6K {
+    type Block = BlockQ6K;
+
+    #[inline(always)]
+    fn dot<V: Vector, const N: usize>(self, v: V, row: &[BlockQ6K], xs: [&[f32]; N]) -> [f32; N] {
+        let mut acc = [[v.splat_f(0.0); 4]; N];
+        let blocks_of_x = xs.map(|x| x.as_chunks::<QK_K>().0);
+        for (i, b) in row.iter().enumerate() {
+            let xb = blocks_of_x.map(|x| &x[i]);
+            let ds = q6k_scales(b);
+            for s in 0..4 {
+                for c in 0..16 / V::LANES {
+                    let q = q6k_chunk(v, b, s, c);
+                    let w = [0, 1, 2, 3].map(|k| q6k_weight(v, q, k));
+                    let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
+                    let at = 64 * s + c * V::LANES;
+                    for (a, x) in acc.iter_mut().zip(xb) {
+                        let p = lane_dot(v, &x[at..], &w);
+                        a[c] = v.add(a[c], v.mul(scale, p));
+                    }
+                }
             }
         }
+        acc.map(|a| reduce(v, a))
     }
-    reduce(v, acc)
 }
 
-#[inline(always)]
-fn dot_q4k<V: Vector>(v: V, row: &[BlockQ4K], xt: &[f32], sums: &[f32]) -> f32 {
-    let mut acc = [v.splat_f(0.0); 4];
-    let mut mins = [0.0f32; 4];
-    for ((b, xb), xs) in row
-        .iter()
-        .zip(xt.chunks_exact(QK_K))
-        .zip(sums.chunks_exact(8))
-    {
-        let (ds, dm) = q4k_scales(b);
-        for s in 0..4 {
-            for (c, a) in acc.iter_mut().enumerate().take(16 / V::LANES) {
-                let (q, shift) = q4k_chunk(v, b, s, c);
-                let p = lane_dot(v, &xb[64 * s + c * V::LANES..], |k| {
-                    q4k_weight(v, q, shift, k)
-                });
-                let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
-                *a = v.add(*a, v.mul(scale, p));
+/// The Q4_K row kernel; each prepared vector is the transposed x, then its 32-column sums.
+#[derive(Clone, Copy)]
+struct Q4K;
+
+impl RowKernel for Q4K {
+    type Block = BlockQ4K;
+
+    #[inline(always)]
+    fn dot<V: Vector, const N: usize>(self, v: V, row: &[BlockQ4K], xs: [&[f32]; N]) -> [f32; N] {
+        let cols = QK_K * row.len();
+        let mut acc = [[v.splat_f(0.0); 4]; N];
+        let mut mins = [[0.0f32; 4]; N];
+        let blocks_of_x = xs.map(|x| x[..cols].as_chunks::<QK_K>().0);
+        for (i, b) in row.iter().enumerate() {
+            let xb = blocks_of_x.map(|x| &x[i]);
+            let (ds, dm) = q4k_scales(b);
+            for s in 0..4 {
+                for c in 0..16 / V::LANES {
+                    let (q, shift) = q4k_chunk(v, b, s, c);
+                    let w = [0, 1, 2, 3].map(|k| q4k_weight(v, q, shift, k));
+                    let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
+                    let at = 64 * s + c * V::LANES;
+                    for (a, x) in acc.iter_mut().zip(xb) {
+                        let p = lane_dot(v, &x[at..], &w);
+                        a[c] = v.add(a[c], v.mul(scale, p));
+                    }
+                }
+            }
+            for (m, x) in mins.iter_mut().zip(xs) {
+                let sums = &x[cols + 8 * i..cols + 8 * i + 8];
+                for (s, &x_sum) in sums.iter().enumerate() {
+                    m[s % 4] += dm[s] * x_sum;
+                }
             }
         }
-        for (s, &x_sum) in xs.iter().enumerate() {
-            mins[s % 4] += dm[s] * x_sum;
-        }
+        core::array::from_fn(|j| {
+            let m = mins[j];
+            reduce(v, acc[j]) - ((m[0] + m[1]) + (m[2] + m[3]))
+        })
     }
-    reduce(v, acc) - ((mins[0] + mins[1]) + (mins[2] + mins[3]))
 }
 
 #[inline(always)]
