@@ -26,6 +26,9 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
 async fn route(mut req: Request, env: &Env) -> Result<Response, ApiError> {
     let (allowed, allow_header) = match req.path().as_str() {
         "/cobordism-lm-head" => (req.method() == Method::Post, "POST"),
+        "/__fault/panic" | "/__fault/oom" if fault_injection(env) => {
+            (req.method() == Method::Post, "POST")
+        }
         "/healthz" => (
             matches!(req.method(), Method::Get | Method::Head),
             "GET, HEAD",
@@ -40,9 +43,23 @@ async fn route(mut req: Request, env: &Env) -> Result<Response, ApiError> {
     }
     let cfg = Config::from_env(env)?;
     handlers::authorize(&cfg, &req)?;
-    if req.path() == "/healthz" {
-        handlers::healthz(&cfg)
-    } else {
-        handlers::lm_head(&cfg, env, &mut req).await
+    match req.path().as_str() {
+        "/healthz" => handlers::healthz(&cfg),
+        "/__fault/panic" => panic!("fault injection: panic"),
+        "/__fault/oom" => {
+            // Grows wasm memory until the allocator fails, which aborts the instance.
+            let mut hog: Vec<Vec<u8>> = Vec::new();
+            loop {
+                hog.push(vec![1u8; 64 << 20]);
+            }
+        }
+        _ => handlers::lm_head(&cfg, env, &mut req).await,
     }
+}
+
+/// Test-only routes that panic or exhaust memory, enabled by `FAULT_INJECTION = "1"` (never set
+/// in wrangler.toml): they prove that an instance reset is followed by a clean reload.
+fn fault_injection(env: &Env) -> bool {
+    env.var("FAULT_INJECTION")
+        .is_ok_and(|v| v.to_string() == "1")
 }
