@@ -17,7 +17,7 @@ A typical run:
   cobordism synth  --out tiny.gguf --shape tiny --type q6_k
   cobordism plan   --gguf tiny.gguf --shards 2
   cobordism slice  --gguf tiny.gguf --shards 2 --out slices/tiny
-  cobordism upload --dir slices/tiny --bucket cobordism --local
+  cobordism upload --dir slices/tiny --bucket cobordism-lm-head --prefix model --local
   cobordism logits --manifest slices/tiny/manifest.json --local --seed 1
 
 Exit codes: 0 success, 1 error, 2 bad arguments, 3 a slice does not fit the budget,

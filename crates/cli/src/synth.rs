@@ -23,6 +23,8 @@ use crate::progress;
 
 /// Rows generated and written per step.
 const CHUNK_ROWS: usize = 256;
+/// Largest `--hidden` (a 256-row chunk of Q6_K rows is then 210 MiB).
+const MAX_HIDDEN: usize = 1 << 20;
 
 /// Arguments of `cobordism synth`.
 #[derive(ClapArgs, Debug)]
@@ -51,7 +53,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Final-logit soft cap to record (`<arch>.final_logit_softcapping`).
-    #[arg(long, value_name = "C")]
+    #[arg(long, value_name = "C", allow_negative_numbers = true)]
     pub softcap: Option<f32>,
     /// Tied embeddings: store the matrix as token_embd.weight instead of output.weight.
     #[arg(long)]
@@ -114,8 +116,8 @@ pub fn run(args: &Args) -> Result<()> {
         _ => return Err(anyhow!("give --shape, or both --hidden and --vocab")),
     };
     ensure!(
-        hidden > 0 && hidden % QK_K == 0,
-        "--hidden {hidden}: must be a positive multiple of {QK_K}"
+        (1..=MAX_HIDDEN).contains(&hidden) && hidden % QK_K == 0,
+        "--hidden {hidden}: must be a positive multiple of {QK_K}, at most {MAX_HIDDEN}"
     );
     ensure!(
         (1..=u32::MAX as usize).contains(&vocab),
@@ -201,10 +203,9 @@ fn fill_rows(
             .map(|(t, part)| {
                 s.spawn(move || {
                     let mut weights = vec![0.0f32; hidden];
+                    let scale = 8.0 / (hidden as f32).sqrt();
                     for (i, row) in part.chunks_exact_mut(row_bytes).enumerate() {
-                        let r = first + t * per_thread + i;
-                        let mut rng = row_rng(seed, r);
-                        let scale = 8.0 / (hidden as f32).sqrt();
+                        let mut rng = row_rng(seed, first + t * per_thread + i);
                         weights.iter_mut().for_each(|w| *w = rng.normal() * scale);
                         quantize_row(ty, &weights, row)?;
                     }

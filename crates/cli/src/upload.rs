@@ -23,11 +23,13 @@ const DEFAULT_WRANGLER: &str = "npx wrangler";
 #[derive(ClapArgs, Debug)]
 #[command(after_long_help = "\
 Run it from the repo root (where wrangler.toml lives). Objects are <prefix>/<key> for each slice,
-then <prefix>/manifest.json.
+then <prefix>/manifest.json. The Workers read MODEL_PREFIX/manifest.json (\"model\" in
+wrangler.toml) from the bucket cobordism-lm-head.
 
 Examples:
-  cobordism upload --dir slices/gemma3 --bucket cobordism --local --persist-to .wrangler/state
-  cobordism upload --dir slices/gemma3 --bucket cobordism --remote --prefix gemma3-27b
+  cobordism upload --dir slices/gemma3 --bucket cobordism-lm-head --prefix model \\
+      --local --persist-to .wrangler/state
+  cobordism upload --dir slices/gemma3 --bucket cobordism-lm-head --prefix model --remote
 
 The wrangler command is `npx wrangler` (install it with `npm ci` in the repo root); set
 COBORDISM_WRANGLER to use another, e.g. COBORDISM_WRANGLER=\"node_modules/.bin/wrangler\".")]

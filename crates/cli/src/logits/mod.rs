@@ -78,7 +78,7 @@ pub struct Args {
     #[arg(long, value_name = "S", default_value_t = 30)]
     pub timeout_secs: u64,
     /// Retries of a request that failed to connect, timed out or got a 429/5xx.
-    #[arg(long, value_name = "R", default_value_t = 2)]
+    #[arg(long, value_name = "R", default_value_t = 5)]
     pub retries: u32,
 }
 

@@ -104,13 +104,13 @@ pub fn fetch(
     let mut logits = vec![0.0f32; manifest.vocab];
     let mut timings = Vec::with_capacity(jobs.len());
     let mut failures = Vec::new();
-    for ((s, _), result) in jobs.iter().zip(&results) {
+    for ((s, _), result) in jobs.iter().zip(results) {
         match result {
             Ok((values, timing)) => {
-                logits[s.row_start..s.row_start + s.row_count].copy_from_slice(values);
-                timings.push(timing.clone());
+                logits[s.row_start..s.row_start + s.row_count].copy_from_slice(&values);
+                timings.push(timing);
             }
-            Err(e) => failures.push(e.clone()),
+            Err(e) => failures.push(e),
         }
     }
     if !failures.is_empty() {

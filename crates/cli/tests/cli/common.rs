@@ -16,6 +16,11 @@ pub fn run_in(dir: &Path, args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// Runs the binary in `dir` with `line` split on whitespace (for arguments without spaces).
+pub fn cli(dir: &Path, line: &str) -> Output {
+    run_in(dir, &line.split_whitespace().collect::<Vec<_>>())
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -53,11 +58,12 @@ pub fn fails(o: Output, code: i32, needles: &[&str]) -> String {
     err
 }
 
-/// `cobordism synth --shape tiny` (512 × 4096) into `dir/name` with extra arguments.
+/// `cobordism synth --shape tiny --type q6_k` (512 × 4096) into `dir/name`, with extra
+/// arguments (which may give another `--type`).
 pub fn synth(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
-    let mut args = vec!["synth", "--out", name, "--type", "q6_k", "--seed", "5"];
-    if !extra.contains(&"--hidden") {
-        args.extend(["--shape", "tiny"]);
+    let mut args = vec!["synth", "--out", name, "--shape", "tiny", "--seed", "5"];
+    if !extra.contains(&"--type") {
+        args.extend(["--type", "q6_k"]);
     }
     args.extend(extra);
     ok(run_in(dir, &args));

@@ -2,30 +2,25 @@
 
 use std::fs;
 
-use crate::common::*;
-use cobordism_protocol::{Checksum, Manifest};
+use cobordism_protocol::{encode_f32, Checksum, Manifest, TopK};
 use kquant::QMatrix;
+
+use crate::common::*;
 
 #[test]
 fn plan_says_whether_slices_fit() {
     let dir = tempfile::tempdir().unwrap();
-    let gguf = synth(dir.path(), "tiny.gguf", &[]);
-    let gguf = gguf.to_str().unwrap();
+    let d = dir.path();
+    synth(d, "tiny.gguf", &[]);
 
-    let out = ok(run_in(
-        dir.path(),
-        &["plan", "--gguf", gguf, "--shards", "3"],
-    ));
+    let out = ok(cli(d, "plan --gguf tiny.gguf --shards 3"));
     assert!(out.contains("0..1366"), "{out}");
     assert!(out.contains("2731..4096"), "{out}");
     assert!(out.contains("all 3 shard slices fit"), "{out}");
 
     // 4096 rows × 420 bytes = 1.64 MiB: one shard is over 1 MiB, two are not.
     fails(
-        run_in(
-            dir.path(),
-            &["plan", "--gguf", gguf, "--shards", "1", "--budget-mib", "1"],
-        ),
+        cli(d, "plan --gguf tiny.gguf --shards 1 --budget-mib 1"),
         3,
         &[
             "do not fit in 1 MiB",
@@ -34,51 +29,37 @@ fn plan_says_whether_slices_fit() {
         ],
     );
     fails(
-        run_in(
-            dir.path(),
-            &[
-                "slice",
-                "--gguf",
-                gguf,
-                "--shards",
-                "1",
-                "--budget-mib",
-                "1",
-                "--out",
-                "s",
-            ],
+        cli(
+            d,
+            "slice --gguf tiny.gguf --shards 1 --budget-mib 1 --out s",
         ),
         3,
         &["smallest shard count that fits is 2"],
     );
-    assert!(!dir.path().join("s/manifest.json").exists());
+    assert!(!d.join("s/manifest.json").exists());
     fails(
-        run_in(dir.path(), &["plan", "--gguf", gguf, "--shards", "0"]),
+        cli(d, "plan --gguf tiny.gguf --shards 0"),
         1,
         &["--shards 0"],
+    );
+    fails(
+        cli(d, "plan --gguf tiny.gguf --shards 4097"),
+        1,
+        &["expected 1 to 4096"],
     );
 }
 
 #[test]
 fn slices_are_the_tensor_cut_by_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let gguf = synth(dir.path(), "tiny.gguf", &["--softcap", "30", "--tied"]);
+    let d = dir.path();
+    let gguf = synth(d, "tiny.gguf", &["--softcap", "30", "--tied"]);
     let (head, tensor) = tensor_bytes(&gguf);
     assert_eq!(head.tensor, "token_embd.weight");
-    ok(run_in(
-        dir.path(),
-        &[
-            "slice",
-            "--gguf",
-            gguf.to_str().unwrap(),
-            "--shards",
-            "3",
-            "--out",
-            "s",
-        ],
-    ));
+    let slice = "slice --gguf tiny.gguf --shards 3 --out s";
+    ok(cli(d, slice));
 
-    let m = Manifest::parse(&fs::read(dir.path().join("s/manifest.json")).unwrap()).unwrap();
+    let m = Manifest::parse(&fs::read(d.join("s/manifest.json")).unwrap()).unwrap();
     assert_eq!((m.hidden, m.vocab, m.shard_count), (512, 4096, 3));
     assert_eq!(
         (m.dtype.as_str(), m.tensor.as_str()),
@@ -89,7 +70,7 @@ fn slices_are_the_tensor_cut_by_rows() {
     assert_eq!(m.version, Manifest::content_version(&m.shards));
     let mut joined = Vec::new();
     for s in &m.shards {
-        let bytes = fs::read(dir.path().join("s").join(&s.key)).unwrap();
+        let bytes = fs::read(d.join("s").join(&s.key)).unwrap();
         assert_eq!(bytes.len() as u64, s.bytes);
         assert_eq!(Checksum::of(&bytes), s.checksum);
         joined.extend(bytes);
@@ -97,163 +78,97 @@ fn slices_are_the_tensor_cut_by_rows() {
     assert!(joined == tensor, "the slices differ from the tensor");
 
     // A second run refuses to overwrite, unless --force.
-    let again = [
-        "slice",
-        "--gguf",
-        gguf.to_str().unwrap(),
-        "--shards",
-        "3",
-        "--out",
-        "s",
-    ];
-    fails(
-        run_in(dir.path(), &again),
-        1,
-        &["already exists", "--force"],
-    );
-    ok(run_in(dir.path(), &[&again[..], &["--force"]].concat()));
+    fails(cli(d, slice), 1, &["already exists", "--force"]);
+    ok(cli(d, &format!("{slice} --force")));
 }
 
 #[test]
 fn local_logits_are_deterministic_and_equal_a_direct_mat_vec() {
-    let dir = tempfile::tempdir().unwrap();
-    let gguf = synth(dir.path(), "tiny.gguf", &[]);
-    let (head, tensor) = tensor_bytes(&gguf);
-    ok(run_in(
-        dir.path(),
-        &[
-            "slice",
-            "--gguf",
-            gguf.to_str().unwrap(),
-            "--shards",
-            "3",
-            "--out",
-            "s",
-        ],
-    ));
-    let logits = |out: &str| {
-        let stdout = ok(run_in(
-            dir.path(),
-            &[
-                "logits",
-                "--manifest",
-                "s/manifest.json",
-                "--local",
-                "--seed",
-                "9",
-                "--top-k",
-                "4",
-                "--out",
-                out,
-            ],
-        ));
-        (stdout, fs::read(dir.path().join(out)).unwrap())
-    };
-    let (table, a) = logits("a.f32");
-    let (_, b) = logits("b.f32");
-    assert_eq!(a, b);
+    for ty in ["q4_k", "q6_k"] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let gguf = synth(d, "tiny.gguf", &["--type", ty]);
+        let (head, tensor) = tensor_bytes(&gguf);
+        ok(cli(d, "slice --gguf tiny.gguf --shards 3 --out s"));
+        let logits = |out: &str| {
+            let line =
+                format!("logits --manifest s/manifest.json --local --seed 9 --top-k 4 --out {out}");
+            (ok(cli(d, &line)), fs::read(d.join(out)).unwrap())
+        };
+        let (table, a) = logits("a.f32");
+        let (_, b) = logits("b.f32");
+        assert_eq!(a, b);
 
-    let x = seeded_hidden(9, head.hidden);
-    let mut want = vec![0.0f32; head.vocab];
-    QMatrix::new(head.ty, &tensor, head.vocab, head.hidden)
-        .unwrap()
-        .mat_vec(&x, &mut want)
-        .unwrap();
-    assert_eq!(a, cobordism_protocol::encode_f32(&want));
+        let x = seeded_hidden(9, head.hidden);
+        let mut want = vec![0.0f32; head.vocab];
+        QMatrix::new(head.ty, &tensor, head.vocab, head.hidden)
+            .unwrap()
+            .mat_vec(&x, &mut want)
+            .unwrap();
+        assert!(
+            a == encode_f32(&want),
+            "{ty}: local logits differ from mat_vec"
+        );
 
-    let top = cobordism_protocol::TopK::compute(&want, 0, 4);
-    let first = table
-        .lines()
-        .find(|l| l.trim_start().starts_with("1 "))
-        .unwrap();
-    assert!(first.contains(&top.entries[0].0.to_string()), "{table}");
-    assert_eq!(
-        table
+        let top = TopK::compute(&want, 0, 4);
+        let rows: Vec<&str> = table
             .lines()
             .filter(|l| l.trim_start().starts_with(char::is_numeric))
-            .count(),
-        4
-    );
+            .collect();
+        assert_eq!(rows.len(), 4, "{table}");
+        for (row, (token, _)) in rows.iter().zip(&top.entries) {
+            assert_eq!(
+                row.split_whitespace().nth(1),
+                Some(token.to_string().as_str())
+            );
+        }
 
-    // A corrupted slice is caught by its checksum.
-    let slice = dir.path().join("s/shard-01.bin");
-    let mut bytes = fs::read(&slice).unwrap();
-    bytes[7] ^= 1;
-    fs::write(&slice, bytes).unwrap();
-    fails(
-        run_in(
-            dir.path(),
-            &[
-                "logits",
-                "--manifest",
-                "s/manifest.json",
-                "--local",
-                "--seed",
-                "9",
-            ],
-        ),
-        1,
-        &["shard 1", "checksum"],
-    );
+        // A corrupted slice is caught by its checksum.
+        let slice = d.join("s/shard-01.bin");
+        let mut bytes = fs::read(&slice).unwrap();
+        bytes[7] ^= 1;
+        fs::write(&slice, bytes).unwrap();
+        fails(
+            cli(d, "logits --manifest s/manifest.json --local --seed 9"),
+            1,
+            &["shard 1", "checksum"],
+        );
+    }
 }
 
 #[test]
 fn hidden_files_are_checked() {
     let dir = tempfile::tempdir().unwrap();
-    let gguf = synth(dir.path(), "tiny.gguf", &[]);
-    ok(run_in(
-        dir.path(),
-        &[
-            "slice",
-            "--gguf",
-            gguf.to_str().unwrap(),
-            "--shards",
-            "1",
-            "--out",
-            "s",
-        ],
+    let d = dir.path();
+    synth(d, "tiny.gguf", &[]);
+    ok(cli(d, "slice --gguf tiny.gguf --shards 1 --out s"));
+    fs::write(d.join("h.f32"), encode_f32(&seeded_hidden(3, 512))).unwrap();
+    let from_file = ok(cli(
+        d,
+        "logits --manifest s/manifest.json --local --hidden h.f32",
     ));
-    let x = seeded_hidden(3, 512);
-    fs::write(dir.path().join("h.f32"), cobordism_protocol::encode_f32(&x)).unwrap();
-    let from_file = ok(run_in(
-        dir.path(),
-        &[
-            "logits",
-            "--manifest",
-            "s/manifest.json",
-            "--local",
-            "--hidden",
-            "h.f32",
-        ],
-    ));
-    let from_seed = ok(run_in(
-        dir.path(),
-        &[
-            "logits",
-            "--manifest",
-            "s/manifest.json",
-            "--local",
-            "--seed",
-            "3",
-        ],
-    ));
+    let from_seed = ok(cli(d, "logits --manifest s/manifest.json --local --seed 3"));
     assert_eq!(from_file, from_seed);
 
-    fs::write(dir.path().join("short.f32"), [0u8; 100]).unwrap();
+    fs::write(d.join("short.f32"), [0u8; 100]).unwrap();
     fails(
-        run_in(
-            dir.path(),
-            &[
-                "logits",
-                "--manifest",
-                "s/manifest.json",
-                "--local",
-                "--hidden",
-                "short.f32",
-            ],
+        cli(
+            d,
+            "logits --manifest s/manifest.json --local --hidden short.f32",
         ),
         1,
         &["short.f32", "100 bytes", "expected 2048"],
+    );
+    let mut nan = encode_f32(&seeded_hidden(3, 512));
+    nan[40..44].copy_from_slice(&f32::NAN.to_le_bytes());
+    fs::write(d.join("nan.f32"), nan).unwrap();
+    fails(
+        cli(
+            d,
+            "logits --manifest s/manifest.json --local --hidden nan.f32",
+        ),
+        1,
+        &["nan.f32", "value 10", "NaN"],
     );
 }
 
@@ -263,64 +178,45 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
     use std::os::unix::fs::PermissionsExt;
 
     let dir = tempfile::tempdir().unwrap();
-    let gguf = synth(dir.path(), "tiny.gguf", &[]);
-    ok(run_in(
-        dir.path(),
-        &[
-            "slice",
-            "--gguf",
-            gguf.to_str().unwrap(),
-            "--shards",
-            "2",
-            "--out",
-            "s",
-        ],
-    ));
-    let log = dir.path().join("calls.log");
-    let fake = dir.path().join("fake-wrangler");
+    let d = dir.path();
+    synth(d, "tiny.gguf", &[]);
+    ok(cli(d, "slice --gguf tiny.gguf --shards 2 --out s"));
+    let log = d.join("calls.log");
+    let fake = d.join("fake-wrangler");
     fs::write(
         &fake,
         format!("#!/bin/sh\necho \"$@\" >> {}\n", log.display()),
     )
     .unwrap();
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let fake = fake.to_str().unwrap();
 
-    let upload = |extra: &[&str], wrangler: &str| {
+    let upload = |extra: &str, wrangler: &str| {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cobordism"));
         cmd.args(["upload", "--dir", "s", "--bucket", "lm"])
-            .args(extra);
-        cmd.current_dir(dir.path())
+            .args(extra.split_whitespace())
+            .current_dir(d)
             .env("COBORDISM_WRANGLER", wrangler);
         cmd.output().unwrap()
     };
-    ok(upload(
-        &["--local", "--persist-to", "state"],
-        fake.to_str().unwrap(),
-    ));
+    ok(upload("--local --persist-to state", fake));
     let calls = fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = calls.lines().collect();
     assert_eq!(lines.len(), 4, "{calls}");
     assert_eq!(lines[0], "--version");
-    let state = dir.path().join("state");
+    let state = d.join("state");
     for (line, key) in lines[1..]
         .iter()
         .zip(["shard-00.bin", "shard-01.bin", "manifest.json"])
     {
-        assert!(
-            line.starts_with(&format!("r2 object put lm/synth-tiny-q6_k/{key} --file ")),
-            "{line}"
-        );
-        assert!(
-            line.ends_with(&format!("--local --persist-to {}", state.display())),
-            "{line}"
-        );
+        let put = format!("r2 object put lm/synth-tiny-q6_k/{key} --file ");
+        assert!(line.starts_with(&put), "{line}");
+        let local = format!("--local --persist-to {}", state.display());
+        assert!(line.ends_with(&local), "{line}");
     }
 
     fs::remove_file(&log).unwrap();
-    ok(upload(
-        &["--remote", "--prefix", "models/tiny"],
-        fake.to_str().unwrap(),
-    ));
+    ok(upload("--remote --prefix models/tiny", fake));
     let calls = fs::read_to_string(&log).unwrap();
     assert!(
         calls.contains("put lm/models/tiny/manifest.json"),
@@ -331,25 +227,13 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
         "{calls}"
     );
 
-    fails(
-        upload(&["--local"], "/nonexistent/wrangler"),
-        1,
-        &["npm ci"],
-    );
-    assert_eq!(
-        upload(&["--local", "--remote"], fake.to_str().unwrap())
-            .status
-            .code(),
-        Some(2)
-    );
+    fails(upload("--local", "/nonexistent/wrangler"), 1, &["npm ci"]);
+    assert_eq!(upload("--local --remote", fake).status.code(), Some(2));
+    fails(upload("--remote --prefix a/../b", fake), 1, &["--prefix"]);
 
     // A slice that does not match the manifest stops the upload before anything is put.
     fs::remove_file(&log).unwrap();
-    fs::write(dir.path().join("s/shard-01.bin"), b"short").unwrap();
-    fails(
-        upload(&["--local"], fake.to_str().unwrap()),
-        1,
-        &["shard 1", "5 bytes"],
-    );
+    fs::write(d.join("s/shard-01.bin"), b"short").unwrap();
+    fails(upload("--local", fake), 1, &["shard 1", "5 bytes"]);
     assert!(!log.exists());
 }
