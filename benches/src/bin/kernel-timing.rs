@@ -1,8 +1,10 @@
-//! Median wall time of `mat_vec` per backend on the benchmark shapes, as a Markdown table.
-//! Runs natively and on wasm32-wasip1 under Node (the wasm harness):
+//! Median wall time of `mat_vec` per backend on the benchmark shapes next to a sequential read
+//! of the same bytes (the memory floor), and of batches, as Markdown tables; with `--json FILE`
+//! also as JSON lines for the chart. Runs natively and on wasm32-wasip1 under Node (the wasm
+//! harness):
 //!
 //! ```sh
-//! cargo run --release -p cobordism-benches --bin kernel-timing [-- RUNS]
+//! cargo run --release -p cobordism-benches --bin kernel-timing [-- RUNS] [--json FILE]
 //! cargo run --release -p cobordism-benches --bin kernel-timing --target wasm32-wasip1 [-- RUNS]
 //! ```
 
@@ -25,11 +27,26 @@ fn median_ms(runs: usize, mut f: impl FnMut()) -> f64 {
     t[t.len() / 2]
 }
 
+/// Reads every byte once (one u64 per 64-byte line plus the line's last byte).
+fn sequential_read(bytes: &[u8]) -> u64 {
+    bytes
+        .chunks_exact(64)
+        .map(|c| u64::from_le_bytes(c[..8].try_into().unwrap()) ^ u64::from(c[63]))
+        .fold(0, |a, b| a.wrapping_add(b))
+}
+
 fn main() {
-    let runs = std::env::args()
-        .nth(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runs = args
+        .first()
+        .filter(|a| !a.starts_with("--"))
         .map(|a| a.parse().expect("RUNS must be a number"))
         .unwrap_or(7);
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .map(|i| args.get(i + 1).expect("--json FILE").clone());
+    let mut json = String::new();
     let arch = std::env::consts::ARCH;
     println!("{arch}, median of {runs} runs after one warm-up");
     println!();
@@ -42,6 +59,19 @@ fn main() {
         let mut out = vec![0.0; case.rows];
         let mut scratch = vec![0.0; m.scratch_len()];
         let gb = case.weight_bytes() as f64 / 1e9;
+        let floor = median_ms(runs, || {
+            black_box(sequential_read(black_box(&w)));
+        });
+        println!(
+            "| {} | memory floor (sequential read) | {floor:.1} | {:.2} | |",
+            case.label(),
+            gb / (floor / 1e3)
+        );
+        json += &format!(
+            "{{\"case\":\"{}\",\"kernel\":\"memory floor\",\"ms\":{floor:.3},\"gbps\":{:.3}}}\n",
+            case.label(),
+            gb / (floor / 1e3)
+        );
         let mut scalar_ms = None;
         for backend in Backend::available() {
             let ms = median_ms(runs, || {
@@ -49,6 +79,11 @@ fn main() {
                     .unwrap()
             });
             let base = *scalar_ms.get_or_insert(ms);
+            json += &format!(
+                "{{\"case\":\"{}\",\"kernel\":\"{arch} {backend}\",\"ms\":{ms:.3},\"gbps\":{:.3}}}\n",
+                case.label(),
+                gb / (ms / 1e3)
+            );
             println!(
                 "| {} | {backend} | {ms:.1} | {:.2} | {:.1}× |",
                 case.label(),
@@ -84,5 +119,8 @@ fn main() {
     println!("|---|---|---:|---:|---:|---:|");
     for line in batches {
         println!("{line}");
+    }
+    if let Some(path) = json_path {
+        std::fs::write(&path, json).expect("writing the JSON file");
     }
 }
