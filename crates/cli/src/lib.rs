@@ -3,7 +3,7 @@
 //!
 //! * [`synth`]: write a GGUF file with a seeded random lm-head.
 //! * [`plan`]: show how a GGUF file's lm-head splits into shard slices and whether they fit.
-//! * [`slice`]: cut the lm-head into slice files plus `manifest.json`.
+//! * [`slice`](mod@slice): cut the lm-head into slice files plus `manifest.json`.
 //! * [`upload`]: put the slices and the manifest into R2 with wrangler.
 //! * [`logits`]: compute logits from shard endpoints or locally, and compare the two.
 

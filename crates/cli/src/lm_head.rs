@@ -12,6 +12,11 @@ pub const OUTPUT: &str = "output.weight";
 /// The token embedding, which is the lm-head when the embeddings are tied.
 pub const TOKEN_EMBD: &str = "token_embd.weight";
 
+/// Largest hidden size this tool handles (a 256-row chunk of Q6_K rows is then 210 MiB).
+pub const MAX_HIDDEN: usize = 1 << 20;
+/// Largest vocabulary this tool handles (1 GiB of f32 logits).
+pub const MAX_VOCAB: usize = 1 << 28;
+
 /// A validated lm-head: `vocab` rows of `hidden` weights.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LmHead {

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{ensure, Context, Result};
 use cobordism_protocol::{Checksum, Manifest, ShardEntry};
 
+use crate::lm_head::{MAX_HIDDEN, MAX_VOCAB};
+
 /// Reads and validates the manifest at `path`.
 pub fn read_manifest(path: &Path) -> Result<Manifest> {
     let len = fs::metadata(path)
@@ -19,7 +21,15 @@ pub fn read_manifest(path: &Path) -> Result<Manifest> {
         path.display()
     );
     let json = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Manifest::parse(&json).with_context(|| path.display().to_string())
+    let m = Manifest::parse(&json).with_context(|| path.display().to_string())?;
+    ensure!(
+        m.hidden <= MAX_HIDDEN && m.vocab <= MAX_VOCAB,
+        "{}: hidden {} × vocab {} is larger than this tool handles ({MAX_HIDDEN} × {MAX_VOCAB})",
+        path.display(),
+        m.hidden,
+        m.vocab
+    );
+    Ok(m)
 }
 
 /// The file of `shard`'s slice in `dir` (keys are checked to be relative by the manifest).

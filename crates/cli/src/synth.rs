@@ -18,13 +18,11 @@ use kquant::synth::SplitMix64;
 use kquant::{Block, BlockQ4K, BlockQ6K, QuantType, QK_K};
 
 use crate::gguf::{GgufWriter, MetaValue, ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
-use crate::lm_head::{OUTPUT, TOKEN_EMBD};
+use crate::lm_head::{MAX_HIDDEN, MAX_VOCAB, OUTPUT, TOKEN_EMBD};
 use crate::progress;
 
 /// Rows generated and written per step.
 const CHUNK_ROWS: usize = 256;
-/// Largest `--hidden` (a 256-row chunk of Q6_K rows is then 210 MiB).
-const MAX_HIDDEN: usize = 1 << 20;
 
 /// Arguments of `cobordism synth`.
 #[derive(ClapArgs, Debug)]
@@ -120,9 +118,8 @@ pub fn run(args: &Args) -> Result<()> {
         "--hidden {hidden}: must be a positive multiple of {QK_K}, at most {MAX_HIDDEN}"
     );
     ensure!(
-        (1..=u32::MAX as usize).contains(&vocab),
-        "--vocab {vocab}: must be 1 to {}",
-        u32::MAX
+        (1..=MAX_VOCAB).contains(&vocab),
+        "--vocab {vocab}: must be 1 to {MAX_VOCAB}"
     );
     if let Some(c) = args.softcap {
         ensure!(c.is_finite() && c > 0.0, "--softcap {c}: must be positive");

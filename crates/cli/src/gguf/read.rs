@@ -13,6 +13,8 @@ use super::{ValueType, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC};
 
 /// Arrays nested deeper than this are refused.
 const MAX_ARRAY_DEPTH: u32 = 8;
+/// Longest key, tensor name or string value read (array elements are skipped, not read).
+const MAX_STRING_BYTES: u64 = 16 << 20;
 /// ggml tensors have at most four dimensions.
 const MAX_DIMS: u32 = 4;
 /// The fewest bytes of one tensor info: name length, n_dims, type, offset.
@@ -291,6 +293,11 @@ impl Cursor {
     fn raw_string(&mut self, what: &str) -> Result<Vec<u8>> {
         let n = self.u64(what)?;
         self.need(n, what)?;
+        ensure!(
+            n <= MAX_STRING_BYTES,
+            "{what} at offset {} claims {n} bytes, more than the {MAX_STRING_BYTES} a string may have",
+            self.pos
+        );
         let mut s = vec![0; usize::try_from(n).context("string too long")?];
         self.r
             .read_exact(&mut s)
