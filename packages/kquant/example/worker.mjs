@@ -1,0 +1,57 @@
+// An example Worker on @cobordism/kquant: the first request streams a quantized matrix from R2
+// into a ResidentSlice (kept in wasm memory for the life of the isolate); every POST of a
+// little-endian f32 vector (COLS floats) is answered with the ROWS logits, little-endian f32.
+//
+// Bindings (example/wrangler.toml): WEIGHTS (R2 bucket), KEY, DTYPE ("q4_k" | "q6_k"), ROWS, COLS.
+import { ResidentSlice } from "@cobordism/kquant";
+
+/** @type {ResidentSlice | undefined} */
+let slice;
+
+/** Streams the R2 object into a new slice, chunk by chunk: one copy of the matrix, no more. */
+async function load(env) {
+  const object = await env.WEIGHTS.get(env.KEY);
+  if (!object) throw new Error(`no R2 object ${env.KEY}`);
+  const loaded = new ResidentSlice(env.DTYPE, Number(env.ROWS), Number(env.COLS));
+  try {
+    for await (const chunk of object.body) loaded.append(chunk);
+    if (!loaded.isComplete) {
+      throw new Error(`R2 object ${env.KEY} has ${loaded.byteLength} bytes, expected ${loaded.expectedBytes}`);
+    }
+    return loaded;
+  } catch (e) {
+    loaded.free();
+    throw e;
+  }
+}
+
+export default {
+  async fetch(request, env) {
+    if (request.method !== "POST") {
+      return new Response("POST a little-endian f32 vector\n", { status: 405, headers: { allow: "POST" } });
+    }
+    const hit = slice !== undefined;
+    if (!hit) {
+      try {
+        const loaded = await load(env);
+        // Two cold requests may both have loaded: keep one.
+        if (slice) loaded.free();
+        else slice = loaded;
+      } catch (e) {
+        return new Response(`${e.message}\n`, { status: 503, headers: { "retry-after": "5" } });
+      }
+    }
+    const body = await request.arrayBuffer();
+    if (body.byteLength % 4 !== 0) {
+      return new Response(`the body has ${body.byteLength} bytes, not a whole number of f32\n`, { status: 400 });
+    }
+    try {
+      const logits = slice.matVec(new Float32Array(body));
+      return new Response(logits.buffer, {
+        headers: { "content-type": "application/octet-stream", "x-cache": hit ? "hit" : "miss" },
+      });
+    } catch (e) {
+      return new Response(`${e.message}\n`, { status: 400 });
+    }
+  },
+};

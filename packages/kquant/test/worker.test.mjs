@@ -1,0 +1,82 @@
+// The example Worker (example/worker.mjs) bundled by wrangler as for a deploy, run in workerd
+// through Miniflare against a local R2 bucket: it streams the matrix from R2 into a
+// ResidentSlice on the first request and answers with the same bits as native kquant.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { Miniflare } from "miniflare";
+import { nativeFixtures, assertSameBits, ROOT } from "../dev/native.mjs";
+
+const EXAMPLE = join(ROOT, "packages", "kquant", "example");
+let f, dir, mf;
+
+/** `wrangler deploy --dry-run` of the example, from a copy of its config outside the package
+ * (wrangler's scratch files land there): returns the bundled entry. */
+function bundle() {
+  const config = readFileSync(join(EXAMPLE, "wrangler.toml"), "utf8")
+    .replace(/^main = .*$/m, `main = ${JSON.stringify(join(EXAMPLE, "worker.mjs"))}`);
+  writeFileSync(join(dir, "wrangler.toml"), config);
+  execFileSync("npx", ["wrangler", "deploy", "--dry-run", "-c", join(dir, "wrangler.toml"), "--outdir", join(dir, "out")], {
+    cwd: ROOT,
+    env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return join(dir, "out", "worker.js");
+}
+
+before(async () => {
+  f = nativeFixtures({ dequantize: false });
+  dir = mkdtempSync(join(tmpdir(), "kquant-worker-"));
+  const script = bundle();
+  mf = new Miniflare({
+    workers: ["q4_k", "q6_k"].map((dtype) => ({
+      name: dtype,
+      modules: true,
+      scriptPath: script,
+      modulesRoot: dirname(script),
+      modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+      compatibilityDate: "2026-04-01",
+      bindings: { KEY: `lm-head.${dtype}`, DTYPE: dtype, ROWS: `${f.rows}`, COLS: `${f.cols}` },
+      r2Buckets: { WEIGHTS: "kquant-example" },
+    })),
+    r2Persist: false,
+  });
+  await mf.ready;
+});
+
+after(async () => {
+  await mf?.dispose();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const floats = (bytes) => new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+
+for (const dtype of ["q4_k", "q6_k"]) {
+  test(`${dtype}: cold then warm, the logits are native kquant's bits`, async () => {
+    const worker = await mf.getWorker(dtype);
+    const call = async (body) => {
+      const r = await worker.fetch("http://example.invalid/", { method: "POST", body });
+      return { status: r.status, cache: r.headers.get("x-cache"), text: r.status === 200 ? "" : await r.text(), body: r.status === 200 ? new Uint8Array(await r.arrayBuffer()) : null };
+    };
+    const missing = await call(new Uint8Array(f.x.buffer));
+    assert.equal(missing.status, 503);
+    assert.match(missing.text, new RegExp(`no R2 object lm-head.${dtype}`));
+
+    const bucket = await mf.getR2Bucket("WEIGHTS", dtype);
+    await bucket.put(`lm-head.${dtype}`, f[dtype].weights);
+    const cold = await call(new Uint8Array(f.x.buffer));
+    assert.equal(cold.status, 200, cold.text);
+    assert.equal(cold.cache, "miss");
+    assertSameBits(floats(cold.body), f[dtype].matvec, `${dtype} cold`);
+    const warm = await call(new Uint8Array(f.x.buffer));
+    assert.equal(warm.cache, "hit");
+    assertSameBits(floats(warm.body), f[dtype].matvec, `${dtype} warm`);
+
+    const bad = await call(new Uint8Array(f.x.buffer).subarray(0, 4 * (f.cols - 1)));
+    assert.equal(bad.status, 400);
+    assert.equal(bad.text, `ResidentSlice.matVec: x has ${f.cols - 1} floats, expected ${f.cols} (cols)\n`);
+  });
+}
