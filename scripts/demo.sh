@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# The main job: a local end-to-end run. Until the shard worker and the CLI land, it quantizes a
-# real lm-head shape with kquant and runs it on every backend (see the issues for the plan).
+# The main job: the whole system on this machine. Installs what is missing, builds the shard
+# Worker and the CLI, then `cobordism demo`: synthesizes a qwen2.5-7b-shaped Q6_K lm-head,
+# slices it for eight shards, uploads the slices into a local R2 bucket, starts eight shards in
+# workerd and checks that their logits equal kquant's native result bit for bit.
+# Arguments go to `cobordism demo` (e.g. --shape gemma3-27b --type q4_k --shards 16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+export PATH="$HOME/.cargo/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 unset RUSTFLAGS
-cargo run -q --release -p kquant --example lm_head_demo
+scripts/build-worker.sh >/dev/null
+cargo build --release -q -p cobordism
+exec target/release/cobordism demo "$@"

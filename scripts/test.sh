@@ -61,6 +61,10 @@ step "shard worker in workerd (Miniflare) against a local R2 bucket"
 node --test tests/worker/
 ok
 
+step "the demo, quick form: synth → plan → slice → upload --local → 8 shards → logits --verify"
+target/release/cobordism demo --shape tiny --workdir target/demo-ci
+ok
+
 step "must-fail: a perturbed order makes the bit-exact suite fail"
 for target in x86_64-unknown-linux-gnu wasm32-wasip1; do
   if cargo test -q -p kquant --features perturb-order --target "$target" --test bit_exact >/tmp/must-fail.log 2>&1; then

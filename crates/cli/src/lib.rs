@@ -6,7 +6,9 @@
 //! * [`slice`](mod@slice): cut the lm-head into slice files plus `manifest.json`.
 //! * [`upload`]: put the slices and the manifest into R2 with wrangler.
 //! * [`logits`]: compute logits from shard endpoints or locally, and compare the two.
+//! * [`demo`]: all of the above against eight local shards in workerd.
 
+pub mod demo;
 pub mod gguf;
 pub mod lm_head;
 pub mod logits;

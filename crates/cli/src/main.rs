@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use cobordism::{logits, plan, slice, synth, upload, ExitError};
+use cobordism::{demo, logits, plan, slice, synth, upload, ExitError};
 
 /// Run an LLM's lm-head sharded across Cloudflare Workers: make or take a GGUF model, cut its
 /// lm-head into per-Worker slices, upload them to R2 and query the shards.
@@ -13,6 +13,9 @@ use cobordism::{logits, plan, slice, synth, upload, ExitError};
     version,
     propagate_version = true,
     after_long_help = "\
+The whole system on this machine, no account needed:
+  cobordism demo [--shape qwen2.5-7b|gemma3-27b|tiny] [--type q6_k|q4_k] [--shards 8]
+
 A typical run:
   cobordism synth  --out tiny.gguf --shape tiny --type q6_k
   cobordism plan   --gguf tiny.gguf --shards 2
@@ -40,6 +43,8 @@ enum Command {
     Upload(upload::Args),
     /// Compute the logits of a hidden vector from the shards or locally.
     Logits(logits::Args),
+    /// Run everything locally: synthesize, slice, upload and query eight shards in workerd.
+    Demo(demo::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +55,7 @@ fn main() -> ExitCode {
         Command::Slice(a) => slice::run(a),
         Command::Upload(a) => upload::run(a),
         Command::Logits(a) => logits::run(a),
+        Command::Demo(a) => demo::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
