@@ -1,9 +1,10 @@
 //! The two routes' work once method, configuration and token are checked.
 
-use cobordism_protocol::{decode_hidden, encode_f32, HiddenError, TopK, MAX_BATCH, MAX_TOP_K};
+use cobordism_protocol::{
+    bearer_matches, decode_hidden, encode_f32, parse_top_k, HiddenError, TopK, MAX_BATCH,
+};
 use futures_util::StreamExt;
 use serde_json::json;
-use subtle::ConstantTimeEq;
 use worker::{Env, Headers, Request, Response};
 
 use crate::config::Config;
@@ -20,15 +21,15 @@ pub fn authorize(cfg: &Config, req: &Request) -> Result<(), ApiError> {
         return Ok(());
     };
     let given = req.headers().get("Authorization").ok().flatten();
-    let token = given.as_deref().and_then(|h| h.strip_prefix("Bearer "));
-    match token {
-        Some(t) if bool::from(t.trim().as_bytes().ct_eq(expected.as_bytes())) => Ok(()),
-        _ => Err(ApiError::new(
+    if bearer_matches(given.as_deref(), expected) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
             401,
             "unauthorized",
             "a valid Authorization: Bearer token is required",
         )
-        .with_header("WWW-Authenticate", "Bearer")),
+        .with_header("WWW-Authenticate", "Bearer"))
     }
 }
 
@@ -38,14 +39,9 @@ fn top_k(req: &Request) -> Result<Option<usize>, ApiError> {
     let Some((_, v)) = url.query_pairs().find(|(k, _)| k == "top_k") else {
         return Ok(None);
     };
-    match v.parse::<usize>() {
-        Ok(k) if (1..=MAX_TOP_K).contains(&k) => Ok(Some(k)),
-        _ => Err(ApiError::new(
-            400,
-            "bad_top_k",
-            format!("top_k must be an integer from 1 to {MAX_TOP_K}, not {v:?}"),
-        )),
-    }
+    parse_top_k(&v)
+        .map(Some)
+        .map_err(|detail| ApiError::new(400, "bad_top_k", detail))
 }
 
 fn too_large(limit: usize) -> ApiError {

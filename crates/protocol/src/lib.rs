@@ -3,17 +3,20 @@
 //! * [`Manifest`]: `manifest.json`, describing a model's lm-head cut into shard slices.
 //! * [`Checksum`]: the streaming XXH3-64 checksum of a slice, `"xxh3-64:<16 hex digits>"`.
 //! * [`TopK`]: the binary answer of `POST /cobordism-lm-head?top_k=K`.
-//! * [`decode_hidden`]: the request body (`n · hidden` little-endian f32) and its checks.
+//! * [`decode_hidden`]: the request body (`n · hidden` little-endian f32) and its checks;
+//!   [`parse_top_k`] and [`bearer_matches`]: the query and the `Authorization` header.
 //! * [`softcap`]: the final-logit soft cap `c · tanh(z / c)`.
 
 mod checksum;
 mod hidden;
 mod manifest;
+mod request;
 mod topk;
 
 pub use checksum::Checksum;
 pub use hidden::{decode_hidden, encode_f32, HiddenError, MAX_BATCH};
 pub use manifest::{Manifest, ManifestError, ShardEntry, FORMAT, FORMAT_VERSION, MAX_SHARDS};
+pub use request::{bearer_matches, parse_top_k};
 pub use topk::{TopK, TopKError, MAX_TOP_K};
 
 /// The final-logit soft cap: `c · tanh(z / c)` in place (gemma-2/3 style); `None` leaves `z`.

@@ -108,7 +108,18 @@ pub struct Gguf {
 impl Gguf {
     /// Reads and checks the header of the GGUF file at `path`.
     pub fn open(path: &Path) -> Result<Gguf> {
-        read_header(path).with_context(|| path.display().to_string())
+        let read = || -> Result<Gguf> {
+            let file = File::open(path).context("cannot open")?;
+            let file_len = file.metadata().context("cannot stat")?.len();
+            parse(BufReader::with_capacity(1 << 16, file), file_len, path)
+        };
+        read().with_context(|| path.display().to_string())
+    }
+
+    /// Reads and checks a GGUF header from `bytes` (the whole file, or its first bytes with
+    /// `file_len` the full size); `path` is only recorded. Used by the fuzzer.
+    pub fn from_bytes(bytes: &[u8], file_len: u64, path: &Path) -> Result<Gguf> {
+        parse(bytes, file_len, path)
     }
 
     /// The metadata value of `key`.
@@ -124,11 +135,9 @@ impl Gguf {
     }
 }
 
-fn read_header(path: &Path) -> Result<Gguf> {
-    let file = File::open(path).context("cannot open")?;
-    let file_len = file.metadata().context("cannot stat")?.len();
+fn parse(r: impl Read, file_len: u64, path: &Path) -> Result<Gguf> {
     let mut c = Cursor {
-        r: BufReader::with_capacity(1 << 16, file),
+        r,
         pos: 0,
         len: file_len,
     };
@@ -241,13 +250,13 @@ fn alignment(metadata: &[(String, Value)]) -> Result<u64> {
 }
 
 /// A reader that knows how many bytes are left.
-struct Cursor {
-    r: BufReader<File>,
+struct Cursor<R> {
+    r: R,
     pos: u64,
     len: u64,
 }
 
-impl Cursor {
+impl<R: Read> Cursor<R> {
     fn remaining(&self) -> u64 {
         self.len.saturating_sub(self.pos)
     }
@@ -282,10 +291,13 @@ impl Cursor {
 
     fn skip(&mut self, n: u64, what: &str) -> Result<()> {
         self.need(n, what)?;
-        let delta = i64::try_from(n).context("skip too large")?;
-        self.r
-            .seek_relative(delta)
+        let skipped = std::io::copy(&mut (&mut self.r).take(n), &mut std::io::sink())
             .with_context(|| format!("skipping {what} at offset {}", self.pos))?;
+        ensure!(
+            skipped == n,
+            "truncated while skipping {what} at offset {}",
+            self.pos
+        );
         self.pos += n;
         Ok(())
     }
