@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Load test of one local shard (workerd via Miniflare, loopback only) with wrk: C concurrent
+# connections for a fixed time against a 32768×5376 Q4_K slice; reports throughput, latency,
+# errors (must be zero) and memory before/after. Usage: scripts/load-test.sh [SECONDS] [CONNECTIONS]
+# The default 330 s at ~30 requests/s is over 10,000 requests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-330}
+connections=${2:-8}
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+export PATH="$HOME/.cargo/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
+[ -f worker/build/index.js ] || scripts/build-worker.sh >/dev/null
+cargo build --release -q -p cobordism
+work=target/load-test
+rm -rf "$work" && mkdir -p "$work"
+cli=target/release/cobordism
+$cli synth --out "$work/m.gguf" --hidden 5376 --vocab 32768 --type q4_k --seed 1 >/dev/null
+$cli slice --gguf "$work/m.gguf" --shards 1 --out "$work/slices" >/dev/null
+$cli upload --dir "$work/slices" --bucket cobordism-lm-head --prefix model --local \
+  --persist-to "$work/state" >/dev/null
+python3 -c "import struct,random; random.seed(1); open('$work/h.f32','wb').write(b''.join(struct.pack('<f', random.uniform(-2,2)) for _ in range(5376)))"
+
+coproc SHARDS { node scripts/local-shards.mjs --shards 1 --state "$work/state" --prefix model; }
+trap 'kill $SHARDS_PID 2>/dev/null || true' EXIT
+read -r ready <&"${SHARDS[0]}"
+endpoint=$(node -e 'console.log(JSON.parse(process.argv[1]).endpoints[0])' "$ready")
+rss() { grep VmRSS "/proc/$(pgrep -f 'workerd serve' | head -n1)/status" | awk '{print $2/1024 " MiB"}'; }
+wasm() { curl -s "$endpoint/healthz" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log((JSON.parse(s).wasm_memory_bytes/1048576).toFixed(1)+" MiB"))'; }
+
+curl -s -o /dev/null --data-binary @"$work/h.f32" "$endpoint/cobordism-lm-head" # cold load
+echo "before: wasm memory $(wasm), workerd RSS $(rss)"
+HIDDEN_FILE="$work/h.f32" wrk -t2 -c"$connections" -d"${seconds}s" --latency --timeout 30s \
+  -s benches/load/post.lua "$endpoint" | tee "$work/wrk.txt"
+echo "after:  wasm memory $(wasm), workerd RSS $(rss)"
