@@ -1,12 +1,17 @@
-//! Moving typed arrays into wasm memory. Callers check lengths first; every allocation here is
-//! fallible, so an array too large for wasm memory throws instead of trapping.
+//! Typed arrays from JS: checking their type, and moving them into wasm memory. Callers check
+//! lengths first; every allocation here is fallible, so an array too large for wasm memory throws
+//! instead of trapping.
 
-use js_sys::{Float32Array, Uint8Array};
+use js_sys::{Float32Array, Reflect, Uint8Array};
+use wasm_bindgen::{JsCast, JsValue};
 
 use crate::error::{Error, Problem};
 
 /// A JS typed array whose elements can be copied into a Rust slice.
-pub trait TypedArray {
+pub trait TypedArray: JsCast {
+    /// What error messages call it: `"a Uint8Array"`, `"a Float32Array"`.
+    const NAME: &'static str;
+
     /// The element type (`u8` for `Uint8Array`, `f32` for `Float32Array`).
     type Elem: Copy + Default;
 
@@ -18,8 +23,9 @@ pub trait TypedArray {
 }
 
 macro_rules! typed_array {
-    ($array:ty, $elem:ty) => {
+    ($array:ty, $elem:ty, $name:literal) => {
         impl TypedArray for $array {
+            const NAME: &'static str = $name;
             type Elem = $elem;
 
             fn elements(&self) -> usize {
@@ -35,8 +41,46 @@ macro_rules! typed_array {
     };
 }
 
-typed_array!(Uint8Array, u8);
-typed_array!(Float32Array, f32);
+typed_array!(Uint8Array, u8, "a Uint8Array");
+typed_array!(Float32Array, f32, "a Float32Array");
+
+/// `value` as the typed array `A` (an `instanceof` check), or an error saying what it is instead.
+///
+/// Checking here, rather than letting wasm-bindgen assume the type, keeps a wrong argument from
+/// throwing a `TypeError` half-way through a call (which would leave a slice borrowed for good).
+pub fn typed<'a, A: TypedArray>(
+    call: &'static str,
+    what: &'static str,
+    value: &'a JsValue,
+) -> Result<&'a A, Error> {
+    value.dyn_ref::<A>().ok_or_else(|| {
+        Error::new(
+            call,
+            Problem::WrongType {
+                what,
+                expected: A::NAME,
+                got: describe(value),
+            },
+        )
+    })
+}
+
+/// What a JS value is, for an error message: its constructor's name (`Array`, `Float64Array`),
+/// or its `typeof` (`string`, `undefined`), or `null`.
+pub fn describe(value: &JsValue) -> String {
+    if value.is_null() {
+        return "null".into();
+    }
+    if !value.is_object() {
+        return value.js_typeof().as_string().unwrap_or_default();
+    }
+    Reflect::get(value, &"constructor".into())
+        .and_then(|c| Reflect::get(&c, &"name".into()))
+        .ok()
+        .and_then(|name| name.as_string())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "an object".into())
+}
 
 /// `n` zeroed elements for `what`, or an [`Problem::OutOfMemory`] error.
 pub fn zeroed<T: Copy + Default>(

@@ -16,6 +16,15 @@ pub struct Error {
 /// What was wrong.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Problem {
+    /// An argument is not of the expected JS type.
+    WrongType {
+        /// The argument's name.
+        what: &'static str,
+        /// What it must be, e.g. `"a Uint8Array"`.
+        expected: &'static str,
+        /// What it is: its constructor's name or its `typeof`.
+        got: String,
+    },
     /// `rows` or `cols` is not a positive integer below 2³².
     NotPositiveInteger {
         /// `"rows"` or `"cols"`.
@@ -89,17 +98,17 @@ impl Error {
     pub fn new(call: &'static str, problem: Problem) -> Self {
         Error { call, problem }
     }
-
-    /// What was wrong.
-    pub fn problem(&self) -> &Problem {
-        &self.problem
-    }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: ", self.call)?;
         match &self.problem {
+            Problem::WrongType {
+                what,
+                expected,
+                got,
+            } => write!(f, "{what} must be {expected}, got {got}"),
             Problem::NotPositiveInteger { what, value } => write!(
                 f,
                 "{what} must be a positive integer below 2^32, got {value}"

@@ -9,9 +9,9 @@
 //!   place.
 //! * `wasmMemoryBytes()` (wasm only): the size of the wasm linear memory.
 //!
-//! Every length is checked before anything is copied, and every allocation is fallible: a bad
-//! argument, or a matrix too large for wasm memory, throws a JS `Error` whose message says what
-//! was expected; nothing panics or traps.
+//! Every argument's type and length is checked before anything is copied, and every allocation
+//! is fallible: a bad argument, or a matrix too large for wasm memory, throws a JS `Error` whose
+//! message says what was expected; nothing panics or traps.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

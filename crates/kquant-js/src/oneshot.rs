@@ -1,7 +1,7 @@
 //! One-shot functions: `matVecQ4K` / `matVecQ6K` and `dequantizeQ4K` / `dequantizeQ6K`.
 //!
 //! Each call checks every length first, then streams its input into wasm memory window by window
-//! ([`WINDOW_BYTES`] of blocks at a time) and writes the result into the caller's array. So the
+//! (256 KiB of blocks at a time) and writes the result into the caller's array. So the
 //! weights are copied into wasm memory on every call — keep them in a
 //! [`ResidentSlice`](crate::ResidentSlice) to copy them once — but a call never needs more than
 //! a few windows of wasm memory, however large the matrix (wasm memory never shrinks).
@@ -9,8 +9,9 @@
 use js_sys::{Float32Array, Uint8Array};
 use kquant::{QuantType, QK_K};
 use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::JsValue;
 
-use crate::buffer::{copy_in, zeroed, TypedArray};
+use crate::buffer::{copy_in, typed, zeroed, TypedArray};
 use crate::error::{Error, Problem};
 use crate::shape::{check_dequantize, Shape};
 
@@ -23,9 +24,9 @@ const WINDOW_BYTES: usize = 256 * 1024;
 /// keep them there.
 #[wasm_bindgen(js_name = matVecQ6K)]
 pub fn mat_vec_q6k(
-    out: &Float32Array,
-    x: &Float32Array,
-    weights: &Uint8Array,
+    #[wasm_bindgen(unchecked_param_type = "Float32Array")] out: &JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Float32Array")] x: &JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array")] weights: &JsValue,
     rows: f64,
     cols: f64,
 ) -> Result<(), Error> {
@@ -38,9 +39,9 @@ pub fn mat_vec_q6k(
 /// keep them there.
 #[wasm_bindgen(js_name = matVecQ4K)]
 pub fn mat_vec_q4k(
-    out: &Float32Array,
-    x: &Float32Array,
-    weights: &Uint8Array,
+    #[wasm_bindgen(unchecked_param_type = "Float32Array")] out: &JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Float32Array")] x: &JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array")] weights: &JsValue,
     rows: f64,
     cols: f64,
 ) -> Result<(), Error> {
@@ -50,26 +51,35 @@ pub fn mat_vec_q4k(
 /// Dequantizes whole Q6_K blocks (210 bytes each) into `out` (256 floats per block),
 /// bit-identical to ggml's `dequantize_row_q6_K`.
 #[wasm_bindgen(js_name = dequantizeQ6K)]
-pub fn dequantize_q6k(blocks: &Uint8Array, out: &Float32Array) -> Result<(), Error> {
+pub fn dequantize_q6k(
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array")] blocks: &JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Float32Array")] out: &JsValue,
+) -> Result<(), Error> {
     dequantize("dequantizeQ6K", QuantType::Q6K, blocks, out)
 }
 
 /// Dequantizes whole Q4_K blocks (144 bytes each) into `out` (256 floats per block),
 /// bit-identical to ggml's `dequantize_row_q4_K`.
 #[wasm_bindgen(js_name = dequantizeQ4K)]
-pub fn dequantize_q4k(blocks: &Uint8Array, out: &Float32Array) -> Result<(), Error> {
+pub fn dequantize_q4k(
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array")] blocks: &JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Float32Array")] out: &JsValue,
+) -> Result<(), Error> {
     dequantize("dequantizeQ4K", QuantType::Q4K, blocks, out)
 }
 
 fn mat_vec(
     call: &'static str,
     ty: QuantType,
-    out: &Float32Array,
-    x: &Float32Array,
-    weights: &Uint8Array,
+    out: &JsValue,
+    x: &JsValue,
+    weights: &JsValue,
     rows: f64,
     cols: f64,
 ) -> Result<(), Error> {
+    let out: &Float32Array = typed(call, "out", out)?;
+    let x: &Float32Array = typed(call, "x", x)?;
+    let weights: &Uint8Array = typed(call, "weights", weights)?;
     let shape = Shape::new(call, ty, rows, cols)?;
     shape.check_mat_vec(call, weights.elements(), x.elements(), out.elements())?;
     let x = copy_in(call, "x", x)?;
@@ -89,9 +99,11 @@ fn mat_vec(
 fn dequantize(
     call: &'static str,
     ty: QuantType,
-    blocks: &Uint8Array,
-    out: &Float32Array,
+    blocks: &JsValue,
+    out: &JsValue,
 ) -> Result<(), Error> {
+    let blocks: &Uint8Array = typed(call, "blocks", blocks)?;
+    let out: &Float32Array = typed(call, "out", out)?;
     check_dequantize(call, ty, blocks.elements(), out.elements())?;
     let block_bytes = ty.block_bytes();
     let count = blocks.elements() / block_bytes;

@@ -8,8 +8,9 @@
 
 use js_sys::{Float32Array, Uint8Array};
 use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::JsValue;
 
-use crate::buffer::{reserve, zeroed, TypedArray};
+use crate::buffer::{describe, reserve, typed, zeroed, TypedArray};
 use crate::error::{Error, Problem};
 use crate::shape::{check_len, parse_dtype, Shape};
 
@@ -47,12 +48,22 @@ impl ResidentSlice {
     /// Throws if the shape is invalid or wasm memory cannot grow that much.
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(unchecked_param_type = "Dtype")] dtype: &str,
+        #[wasm_bindgen(unchecked_param_type = "Dtype")] dtype: &JsValue,
         rows: f64,
         cols: f64,
     ) -> Result<ResidentSlice, Error> {
         const CALL: &str = "new ResidentSlice";
-        let shape = Shape::new(CALL, parse_dtype(CALL, dtype)?, rows, cols)?;
+        let dtype = dtype.as_string().ok_or_else(|| {
+            Error::new(
+                CALL,
+                Problem::WrongType {
+                    what: "dtype",
+                    expected: "\"q4_k\" or \"q6_k\"",
+                    got: describe(dtype),
+                },
+            )
+        })?;
+        let shape = Shape::new(CALL, parse_dtype(CALL, &dtype)?, rows, cols)?;
         let mut bytes = Vec::new();
         reserve(CALL, "the slice", &mut bytes, shape.bytes)?;
         Ok(ResidentSlice {
@@ -66,7 +77,11 @@ impl ResidentSlice {
 
     /// Copies `chunk` after the bytes already appended. Throws, appending nothing, if it would
     /// overflow the slice (the message says how many bytes remain).
-    pub fn append(&mut self, chunk: &Uint8Array) -> Result<(), Error> {
+    pub fn append(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] chunk: &JsValue,
+    ) -> Result<(), Error> {
+        let chunk: &Uint8Array = typed("ResidentSlice.append", "chunk", chunk)?;
         let n = chunk.elements();
         let remaining = self.remaining();
         if n > remaining {
@@ -79,18 +94,20 @@ impl ResidentSlice {
                 },
             ));
         }
-        let start = self.bytes.len();
-        // Within the reserved capacity: no reallocation.
-        self.bytes.resize(start + n, 0);
-        chunk.read(0, &mut self.bytes[start..]);
+        self.extend(chunk);
         Ok(())
     }
 
     /// Copies the whole slice at once, replacing whatever was appended. `bytes` must have
     /// exactly `expectedBytes` bytes.
-    pub fn fill(&mut self, bytes: &Uint8Array) -> Result<(), Error> {
+    pub fn fill(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: &JsValue,
+    ) -> Result<(), Error> {
+        const CALL: &str = "ResidentSlice.fill";
+        let bytes: &Uint8Array = typed(CALL, "bytes", bytes)?;
         check_len(
-            "ResidentSlice.fill",
+            CALL,
             "bytes",
             "bytes",
             bytes.elements(),
@@ -98,21 +115,30 @@ impl ResidentSlice {
             "rows × bytes per row",
         )?;
         self.bytes.clear();
-        self.append(bytes)
+        self.extend(bytes);
+        Ok(())
     }
 
     /// `W·x` as a new `Float32Array` of `rows` floats, bit-identical to native kquant. `x` must
     /// have `cols` floats; throws if the slice is not complete.
     #[wasm_bindgen(js_name = matVec)]
-    pub fn mat_vec(&mut self, x: &Float32Array) -> Result<Float32Array, Error> {
+    pub fn mat_vec(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Float32Array")] x: &JsValue,
+    ) -> Result<Float32Array, Error> {
         self.compute("ResidentSlice.matVec", x)?;
         Ok(Float32Array::from(&self.out[..]))
     }
 
     /// `out = W·x`, into the caller's `Float32Array` of `rows` floats.
     #[wasm_bindgen(js_name = matVecInto)]
-    pub fn mat_vec_into(&mut self, x: &Float32Array, out: &Float32Array) -> Result<(), Error> {
+    pub fn mat_vec_into(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Float32Array")] x: &JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Float32Array")] out: &JsValue,
+    ) -> Result<(), Error> {
         const CALL: &str = "ResidentSlice.matVecInto";
+        let out: &Float32Array = typed(CALL, "out", out)?;
         check_len(
             CALL,
             "out",
@@ -175,8 +201,17 @@ impl ResidentSlice {
         self.shape.bytes.saturating_sub(self.bytes.len())
     }
 
+    /// Copies `chunk` after the bytes there; the caller checked that it fits.
+    fn extend(&mut self, chunk: &Uint8Array) {
+        let start = self.bytes.len();
+        // Within the reserved capacity: no reallocation.
+        self.bytes.resize(start + chunk.elements(), 0);
+        chunk.read(0, &mut self.bytes[start..]);
+    }
+
     /// Checks `x` and the slice, then computes `self.out = W·x`.
-    fn compute(&mut self, call: &'static str, x: &Float32Array) -> Result<(), Error> {
+    fn compute(&mut self, call: &'static str, x: &JsValue) -> Result<(), Error> {
+        let x: &Float32Array = typed(call, "x", x)?;
         check_len(call, "x", "floats", x.elements(), self.shape.cols, "cols")?;
         if !self.is_complete() {
             return Err(Error::new(

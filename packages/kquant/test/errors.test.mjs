@@ -117,6 +117,28 @@ test("ResidentSlice: matVec before complete, wrong x, wrong out", () => {
   }
 });
 
+test("arguments of the wrong type: a clear Error, and the slice keeps working", () => {
+  throwsMessage(() => matVecQ6K(null, f32(256), u8(210), 1, 256),
+    "matVecQ6K: out must be a Float32Array, got null");
+  throwsMessage(() => matVecQ4K(f32(1), [0.5], u8(144), 1, 256),
+    "matVecQ4K: x must be a Float32Array, got Array");
+  throwsMessage(() => dequantizeQ6K(new Float64Array(2), f32(0)),
+    "dequantizeQ6K: blocks must be a Uint8Array, got Float64Array");
+  throwsMessage(() => new ResidentSlice(6, 1, 256),
+    'new ResidentSlice: dtype must be "q4_k" or "q6_k", got number');
+  const slice = new ResidentSlice("q4_k", 1, 256);
+  try {
+    throwsMessage(() => slice.append("abc"), "ResidentSlice.append: chunk must be a Uint8Array, got string");
+    throwsMessage(() => slice.fill(undefined), "ResidentSlice.fill: bytes must be a Uint8Array, got undefined");
+    slice.append(Buffer.alloc(144)); // a Node Buffer is a Uint8Array
+    throwsMessage(() => slice.matVec(new Array(256).fill(0)), "ResidentSlice.matVec: x must be a Float32Array, got Array");
+    throwsMessage(() => slice.matVecInto(f32(256), {}), "ResidentSlice.matVecInto: out must be a Float32Array, got Object");
+    assert.deepEqual([...slice.matVec(f32(256))], [0]);
+  } finally {
+    slice.free();
+  }
+});
+
 test("ResidentSlice: use after free() throws", () => {
   const slice = new ResidentSlice("q4_k", 1, 256);
   slice.free();
