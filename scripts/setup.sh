@@ -34,6 +34,12 @@ cargo_install() { # crate version [cargo install flags…]
 cargo_install wasm-bindgen-cli 0.2.130
 cargo_install worker-build 0.8.7
 cargo_install wasm-tools 1.263.0 --no-default-features --features validate,print
+# Fuzzing alone uses nightly (libFuzzer's sanitizer coverage).
+if ! rustup toolchain list | grep -q '^nightly'; then
+  log "rustup toolchain install nightly (for cargo fuzz only)"
+  rustup toolchain install nightly --profile minimal >/dev/null
+fi
+cargo_install cargo-fuzz 0.13.2 --locked
 
 # The independent oracle for block decoding.
 if ! python3 -c 'import gguf, numpy' 2>/dev/null; then

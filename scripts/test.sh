@@ -13,7 +13,7 @@ ok() { passed=$((passed + 1)); }
 
 step "format and lints"
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --exclude cobordism-worker --all-targets -- -D warnings
 cargo clippy -p kquant --target aarch64-unknown-linux-gnu --all-targets -- -D warnings
 cargo clippy -p kquant --target wasm32-wasip1 --all-targets -- -D warnings
 cargo clippy -p cobordism-worker --target wasm32-unknown-unknown -- -D warnings
@@ -61,6 +61,14 @@ step "shard worker in workerd (Miniflare) against a local R2 bucket"
 node --test tests/worker/
 ok
 
+step "kquant for JavaScript: @cobordism/kquant in Node and in workerd"
+scripts/test-kquant-js.sh
+ok
+
+step "short fuzz run: GGUF reader, kernels, manifest, request decoding (30 s each)"
+scripts/fuzz.sh 30
+ok
+
 step "the demo, quick form: synth → plan → slice → upload --local → 8 shards → logits --verify"
 target/release/cobordism demo --shape tiny --workdir target/demo-ci
 ok
@@ -73,7 +81,7 @@ for target in x86_64-unknown-linux-gnu wasm32-wasip1; do
     exit 1
   fi
   echo "must-fail check on $target: the suite failed as it should:"
-  grep -m2 -E 'differs|golden' /tmp/must-fail.log || true
+  grep -m2 -E 'differs|golden|panicked' /tmp/must-fail.log || true
 done
 ok
 
