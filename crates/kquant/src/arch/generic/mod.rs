@@ -55,7 +55,10 @@
 //! Q6_K and `(d·sc)·q − dmin·m` for Q4_K, so it is bit-identical to ggml's
 //! `dequantize_row_q6_K` / `dequantize_row_q4_K`.
 
+mod exact;
+
 use crate::{BlockQ4K, BlockQ6K, QK_K};
+use exact::{dequant_q4k, dequant_q6k, Q4K, Q6K};
 
 /// A vector of `LANES` 32-bit lanes, as integer (`U`) or float (`F`).
 ///
@@ -278,7 +281,7 @@ fn q4k_scales(b: &BlockQ4K) -> ([f32; 16], [f32; 8]) {
     (ds, dm)
 }
 
-/// The Q6_K quants of chunk `c` of step `s`, as `q − 32` in 6-bit two's complement per byte.
+/// The Q6_K quants (0..63, one per byte, in weight order) of chunk `c` of step `s`.
 #[inline(always)]
 fn q6k_chunk<V: Vector>(v: V, b: &BlockQ6K, s: usize, c: usize) -> V::U {
     let o = c * 4 * V::LANES;
@@ -287,13 +290,7 @@ fn q6k_chunk<V: Vector>(v: V, b: &BlockQ6K, s: usize, c: usize) -> V::U {
     let qh = v.load_u(&b.qh[32 * h + o % 32..]);
     let lo = v.and(v.shr(ql, nib), v.splat_u(0x0F0F_0F0F));
     let hi = v.and(v.shr(qh, nib + 2 * (o / 32) as u32), v.splat_u(0x0303_0303));
-    v.xor(v.or(lo, v.shl(hi, 4)), v.splat_u(0x2020_2020))
-}
-
-/// Byte `k` of each lane of a [`q6k_chunk`], sign-extended from 6 bits, as f32.
-#[inline(always)]
-fn q6k_weight<V: Vector>(v: V, q: V::U, k: u32) -> V::F {
-    v.to_f32(v.sar(v.shl(q, 26 - 8 * k), 26))
+    v.or(lo, v.shl(hi, 4))
 }
 
 /// The Q4_K quants of chunk `c` of step `s`, and the shift that selects their nibbles.
@@ -303,136 +300,6 @@ fn q4k_chunk<V: Vector>(v: V, b: &BlockQ4K, s: usize, c: usize) -> (V::U, u32) {
     (v.load_u(&b.qs[32 * s + o % 32..]), 4 * (o / 32) as u32)
 }
 
-/// Nibble of byte `k` of each lane of a [`q4k_chunk`], as f32.
-#[inline(always)]
-fn q4k_weight<V: Vector>(v: V, q: V::U, shift: u32, k: u32) -> V::F {
-    v.to_f32(v.and(v.shr(q, shift + 8 * k), v.splat_u(0xF)))
-}
-
-/// `((v0 + v1) + v2) + v3` with `v_k = w[k] · xt[16k..]`.
-#[inline(always)]
-fn lane_dot<V: Vector>(v: V, xt: &[f32], w: &[V::F; 4]) -> V::F {
-    let term = |k: usize| v.mul(w[k], v.load_f(&xt[16 * k..]));
-    let p = v.add(term(0), term(1));
-    let p = v.add(p, term(2));
-    v.add(p, term(3))
-}
-
-/// The fixed reduction of the 16 accumulator lanes.
-#[inline(always)]
-fn reduce<V: Vector>(v: V, acc: [V::F; 4]) -> f32 {
-    let mut a = [0.0f32; 16];
-    for (c, lanes) in a.chunks_exact_mut(V::LANES).enumerate() {
-        v.store(acc[c], lanes);
-    }
-    let t: [f32; 4] = if V::PERTURBED {
-        core::array::from_fn(|l| (a[l] + a[8 + l]) + (a[4 + l] + a[12 + l]))
-    } else {
-        core::array::from_fn(|l| (a[l] + a[4 + l]) + (a[8 + l] + a[12 + l]))
-    };
-    (t[0] + t[1]) + (t[2] + t[3])
-}
-
-/// The Q6_K row kernel.
-#[derive(Clone, Copy)]
-struct Q6K;
-
-impl RowKernel for Q6K {
-    type Block = BlockQ6K;
-
-    #[inline(always)]
-    fn dot<V: Vector, const N: usize>(self, v: V, row: &[BlockQ6K], xs: [&[f32]; N]) -> [f32; N] {
-        let mut acc = [[v.splat_f(0.0); 4]; N];
-        let blocks_of_x = xs.map(|x| x.as_chunks::<QK_K>().0);
-        for (i, b) in row.iter().enumerate() {
-            let xb = blocks_of_x.map(|x| &x[i]);
-            let ds = q6k_scales(b);
-            for s in 0..4 {
-                for c in 0..16 / V::LANES {
-                    let q = q6k_chunk(v, b, s, c);
-                    let w = [0, 1, 2, 3].map(|k| q6k_weight(v, q, k));
-                    let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
-                    let at = 64 * s + c * V::LANES;
-                    for (a, x) in acc.iter_mut().zip(xb) {
-                        let p = lane_dot(v, &x[at..], &w);
-                        a[c] = v.add(a[c], v.mul(scale, p));
-                    }
-                }
-            }
-        }
-        acc.map(|a| reduce(v, a))
-    }
-}
-
-/// The Q4_K row kernel; each prepared vector is the transposed x, then its 32-column sums.
-#[derive(Clone, Copy)]
-struct Q4K;
-
-impl RowKernel for Q4K {
-    type Block = BlockQ4K;
-
-    #[inline(always)]
-    fn dot<V: Vector, const N: usize>(self, v: V, row: &[BlockQ4K], xs: [&[f32]; N]) -> [f32; N] {
-        let cols = QK_K * row.len();
-        let mut acc = [[v.splat_f(0.0); 4]; N];
-        let mut mins = [[0.0f32; 4]; N];
-        let blocks_of_x = xs.map(|x| x[..cols].as_chunks::<QK_K>().0);
-        for (i, b) in row.iter().enumerate() {
-            let xb = blocks_of_x.map(|x| &x[i]);
-            let (ds, dm) = q4k_scales(b);
-            for s in 0..4 {
-                for c in 0..16 / V::LANES {
-                    let (q, shift) = q4k_chunk(v, b, s, c);
-                    let w = [0, 1, 2, 3].map(|k| q4k_weight(v, q, shift, k));
-                    let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
-                    let at = 64 * s + c * V::LANES;
-                    for (a, x) in acc.iter_mut().zip(xb) {
-                        let p = lane_dot(v, &x[at..], &w);
-                        a[c] = v.add(a[c], v.mul(scale, p));
-                    }
-                }
-            }
-            for (m, x) in mins.iter_mut().zip(xs) {
-                let sums = &x[cols + 8 * i..cols + 8 * i + 8];
-                for (s, &x_sum) in sums.iter().enumerate() {
-                    m[s % 4] += dm[s] * x_sum;
-                }
-            }
-        }
-        core::array::from_fn(|j| {
-            let m = mins[j];
-            reduce(v, acc[j]) - ((m[0] + m[1]) + (m[2] + m[3]))
-        })
-    }
-}
-
-#[inline(always)]
-fn dequant_q6k<V: Vector>(v: V, b: &BlockQ6K, y: &mut [f32]) {
-    let ds = q6k_scales(b);
-    for s in 0..4 {
-        for c in 0..16 / V::LANES {
-            let q = q6k_chunk(v, b, s, c);
-            let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
-            let w = [0, 1, 2, 3].map(|k| v.mul(scale, q6k_weight(v, q, k)));
-            v.store_interleaved(w, &mut y[64 * s + 4 * c * V::LANES..]);
-        }
-    }
-}
-
-#[inline(always)]
-fn dequant_q4k<V: Vector>(v: V, b: &BlockQ4K, y: &mut [f32]) {
-    let (ds, dm) = q4k_scales(b);
-    let dm: [f32; 16] = core::array::from_fn(|j| dm[j / 2]);
-    for s in 0..4 {
-        for c in 0..16 / V::LANES {
-            let (q, shift) = q4k_chunk(v, b, s, c);
-            let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
-            let min = v.splat_groups(&dm[4 * s + c * V::LANES / 4..]);
-            let w = [0, 1, 2, 3].map(|k| v.sub(v.mul(scale, q4k_weight(v, q, shift, k)), min));
-            v.store_interleaved(w, &mut y[64 * s + 4 * c * V::LANES..]);
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {
