@@ -92,6 +92,22 @@ fn main() {
             );
         }
         let best = Backend::best();
+        let mut int8_scratch = vec![0.0; m.int8_scratch_len()];
+        let ms = median_ms(runs, || {
+            m.mat_mat_int8_with(best, black_box(&x), &mut out, &mut int8_scratch)
+                .unwrap()
+        });
+        println!(
+            "| {} | {best} int8 (fast mode) | {ms:.1} | {:.2} | {:.1}× |",
+            case.label(),
+            gb / (ms / 1e3),
+            scalar_ms.unwrap_or(ms) / ms
+        );
+        json += &format!(
+            "{{\"case\":\"{}\",\"kernel\":\"{arch} {best} int8\",\"ms\":{ms:.3},\"gbps\":{:.3}}}\n",
+            case.label(),
+            gb / (ms / 1e3)
+        );
         let single = median_ms(runs, || {
             m.mat_vec_with(best, black_box(&x), &mut out, &mut scratch)
                 .unwrap()

@@ -144,6 +144,38 @@ impl<'a> QMatrix<'a> {
         out: &mut [f32],
         scratch: &mut [f32],
     ) -> Result<(), Error> {
+        self.run(backend, false, xs, out, scratch)
+    }
+
+    /// Floats of scratch that one vector of [`QMatrix::mat_mat_int8_with`] needs.
+    pub fn int8_scratch_len(&self) -> usize {
+        generic::int8::prepared_len(self.cols)
+    }
+
+    /// The opt-in fast mode: like [`QMatrix::mat_mat_with`], but each 256 columns of `x` are
+    /// quantized to 8 bits (as ggml's `Q8_K`) and the dot products are exact integer sums with a
+    /// fixed float epilogue, so results are still bit-identical across backends. It costs about
+    /// 4e-3 of max |y| in accuracy; a NaN or infinity anywhere in `x` makes every result NaN.
+    /// The order is written out in the `arch::generic::int8` module docs. `scratch` must hold
+    /// `n ·` [`QMatrix::int8_scratch_len`] floats.
+    pub fn mat_mat_int8_with(
+        &self,
+        backend: Backend,
+        xs: &[f32],
+        out: &mut [f32],
+        scratch: &mut [f32],
+    ) -> Result<(), Error> {
+        self.run(backend, true, xs, out, scratch)
+    }
+
+    fn run(
+        &self,
+        backend: Backend,
+        int8: bool,
+        xs: &[f32],
+        out: &mut [f32],
+        scratch: &mut [f32],
+    ) -> Result<(), Error> {
         if !backend.is_available() {
             return Err(Error::BackendUnavailable);
         }
@@ -156,24 +188,45 @@ impl<'a> QMatrix<'a> {
             });
         }
         check_len("out", self.rows * n, out.len())?;
-        check_len("scratch", self.scratch_len() * n, scratch.len())?;
+        let per_vector = if int8 {
+            self.int8_scratch_len()
+        } else {
+            self.scratch_len()
+        };
+        check_len("scratch", per_vector * n, scratch.len())?;
         let q4k = self.ty == QuantType::Q4K;
         for (x, prepared) in xs
             .chunks_exact(self.cols)
-            .zip(scratch.chunks_exact_mut(self.scratch_len()))
+            .zip(scratch.chunks_exact_mut(per_vector))
         {
-            generic::prepare(x, q4k, prepared);
+            if int8 {
+                generic::int8::prepare(x, prepared);
+            } else {
+                generic::prepare(x, q4k, prepared);
+            }
         }
         let prepared = &*scratch;
         let rows = self.rows;
-        backend.run(match self.ty {
-            QuantType::Q4K => Job::MatMulQ4K {
+        backend.run(match (self.ty, int8) {
+            (QuantType::Q4K, false) => Job::MatMulQ4K {
                 blocks: BlockQ4K::slice_from_bytes(self.bytes)?,
                 prepared,
                 out,
                 rows,
             },
-            QuantType::Q6K => Job::MatMulQ6K {
+            (QuantType::Q6K, false) => Job::MatMulQ6K {
+                blocks: BlockQ6K::slice_from_bytes(self.bytes)?,
+                prepared,
+                out,
+                rows,
+            },
+            (QuantType::Q4K, true) => Job::MatMulQ4KQ8 {
+                blocks: BlockQ4K::slice_from_bytes(self.bytes)?,
+                prepared,
+                out,
+                rows,
+            },
+            (QuantType::Q6K, true) => Job::MatMulQ6KQ8 {
                 blocks: BlockQ6K::slice_from_bytes(self.bytes)?,
                 prepared,
                 out,
@@ -196,6 +249,14 @@ impl<'a> QMatrix<'a> {
         let n = xs.len() / self.cols;
         let mut scratch = alloc::vec![0.0; self.scratch_len() * n.max(1)];
         self.mat_mat_with(Backend::best(), xs, out, &mut scratch)
+    }
+
+    /// One vector in the fast mode ([`QMatrix::mat_mat_int8_with`]) on [`Backend::best`].
+    #[cfg(feature = "alloc")]
+    pub fn mat_vec_int8(&self, x: &[f32], out: &mut [f32]) -> Result<(), Error> {
+        check_len("x", self.cols, x.len())?;
+        let mut scratch = alloc::vec![0.0; self.int8_scratch_len()];
+        self.mat_mat_int8_with(Backend::best(), x, out, &mut scratch)
     }
 }
 

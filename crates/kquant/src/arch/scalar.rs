@@ -108,6 +108,24 @@ impl Vector for Scalar {
             }
         }
     }
+    #[inline(always)]
+    fn dot_scaled(self, q: [u32; 4], _: &[i8], xq: &[i16], scales: &[i16]) -> [u32; 4] {
+        let scale = i32::from(scales[0]);
+        core::array::from_fn(|lane| {
+            let bytes = q[lane].to_le_bytes();
+            (0..4)
+                .map(|k| i32::from(bytes[k]) * scale * i32::from(xq[4 * lane + k]))
+                .sum::<i32>() as u32
+        })
+    }
+    #[inline(always)]
+    fn add_i32(self, a: [u32; 4], b: [u32; 4]) -> [u32; 4] {
+        zip_u(a, b, u32::wrapping_add)
+    }
+    #[inline(always)]
+    fn hsum_i32(self, a: [u32; 4]) -> i32 {
+        a.iter().fold(0u32, |s, &v| s.wrapping_add(v)) as i32
+    }
 }
 
 /// Runs a job on the scalar backend.

@@ -77,7 +77,7 @@ fn check_values(x: &[f32], blocks: usize) -> Result<(), Error> {
 /// ggml's `nearest_int`: adding 1.5·2²³ leaves `round_half_even(v)` in the low mantissa bits.
 ///
 /// Exact for `|v| ≤ 2²² − 1`; outside that range it returns the same (meaningless) value as ggml.
-fn nearest_int(v: f32) -> i32 {
+pub(crate) fn nearest_int(v: f32) -> i32 {
     let bits = (v + 12_582_912.0).to_bits() & 0x007f_ffff;
     bits as i32 - 0x0040_0000
 }

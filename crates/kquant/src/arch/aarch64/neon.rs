@@ -109,6 +109,32 @@ impl Vector for Neon {
         // SAFETY: `o` is 16 writable floats; `vst4q_f32` writes o[4i + k] = v[k][i].
         unsafe { vst4q_f32(o.as_mut_ptr(), float32x4x4_t(v[0], v[1], v[2], v[3])) }
     }
+    #[inline(always)]
+    fn dot_scaled(self, q: uint32x4_t, xq8: &[i8], _: &[i16], scales: &[i16]) -> uint32x4_t {
+        let x = &xq8[..16];
+        // SAFETY: see the impl; `x` is 16 readable bytes. The quants (≤ 63) are valid i8;
+        // `vmull_s8` gives exact i16 products, `vmlal_n_s16` scales and sums them into i32.
+        unsafe {
+            let bytes = vreinterpretq_s8_u32(q);
+            let x = vld1q_s8(x.as_ptr());
+            let lo = vmull_s8(vget_low_s8(bytes), vget_low_s8(x));
+            let hi = vmull_high_s8(bytes, x);
+            let acc = vmull_n_s16(vget_low_s16(lo), scales[0]);
+            let acc = vmlal_high_n_s16(acc, lo, scales[0]);
+            let acc = vmlal_n_s16(acc, vget_low_s16(hi), scales[0]);
+            vreinterpretq_u32_s32(vmlal_high_n_s16(acc, hi, scales[0]))
+        }
+    }
+    #[inline(always)]
+    fn add_i32(self, a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vaddq_u32(a, b) }
+    }
+    #[inline(always)]
+    fn hsum_i32(self, a: uint32x4_t) -> i32 {
+        // SAFETY: see the impl.
+        unsafe { vaddvq_u32(a) as i32 }
+    }
 }
 
 /// Runs a job on NEON.

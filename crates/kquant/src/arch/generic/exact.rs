@@ -146,4 +146,3 @@ pub(super) fn dequant_q4k<V: Vector>(v: V, b: &BlockQ4K, y: &mut [f32]) {
         }
     }
 }
-

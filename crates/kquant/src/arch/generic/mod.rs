@@ -56,9 +56,11 @@
 //! `dequantize_row_q6_K` / `dequantize_row_q4_K`.
 
 mod exact;
+pub(crate) mod int8;
 
 use crate::{BlockQ4K, BlockQ6K, QK_K};
 use exact::{dequant_q4k, dequant_q6k, Q4K, Q6K};
+use int8::{Q4KQ8, Q6KQ8};
 
 /// A vector of `LANES` 32-bit lanes, as integer (`U`) or float (`F`).
 ///
@@ -99,6 +101,16 @@ pub(crate) trait Vector: Copy {
     fn store(self, a: Self::F, out: &mut [f32]);
     /// `out[4·i + k] = v[k][i]` for each lane `i`: puts 4 vectors back in weight order.
     fn store_interleaved(self, v: [Self::F; 4], out: &mut [f32]);
+
+    /// For the 8-bit mode: `4·LANES` unsigned quant bytes `q` (at most 63) times the activation
+    /// quants (given as i8 in `xq8` and, the same values, as i16 in `xq16`; −127..127) times the
+    /// scale of their 16-byte group (`scales[t / 16]`, |scale| ≤ 128), summed into `LANES` i32
+    /// partial sums in any grouping (the sums are exact, so the grouping is free).
+    fn dot_scaled(self, q: Self::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> Self::U;
+    /// Lane-wise i32 addition.
+    fn add_i32(self, a: Self::U, b: Self::U) -> Self::U;
+    /// Sum of the i32 lanes.
+    fn hsum_i32(self, a: Self::U) -> i32;
 }
 
 /// One call's work, handed from the dispatcher to a backend.
@@ -113,6 +125,18 @@ pub(crate) enum Job<'a> {
         rows: usize,
     },
     MatMulQ6K {
+        blocks: &'a [BlockQ6K],
+        prepared: &'a [f32],
+        out: &'a mut [f32],
+        rows: usize,
+    },
+    MatMulQ4KQ8 {
+        blocks: &'a [BlockQ4K],
+        prepared: &'a [f32],
+        out: &'a mut [f32],
+        rows: usize,
+    },
+    MatMulQ6KQ8 {
         blocks: &'a [BlockQ6K],
         prepared: &'a [f32],
         out: &'a mut [f32],
@@ -145,6 +169,18 @@ pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
             out,
             rows,
         } => mat_mul(v, Q6K, blocks, prepared, out, rows),
+        Job::MatMulQ4KQ8 {
+            blocks,
+            prepared,
+            out,
+            rows,
+        } => mat_mul(v, Q4KQ8, blocks, prepared, out, rows),
+        Job::MatMulQ6KQ8 {
+            blocks,
+            prepared,
+            out,
+            rows,
+        } => mat_mul(v, Q6KQ8, blocks, prepared, out, rows),
         Job::DequantQ4K { blocks, out } => {
             for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
                 dequant_q4k(v, b, y);
@@ -299,7 +335,6 @@ fn q4k_chunk<V: Vector>(v: V, b: &BlockQ4K, s: usize, c: usize) -> (V::U, u32) {
     let o = c * 4 * V::LANES;
     (v.load_u(&b.qs[32 * s + o % 32..]), 4 * (o / 32) as u32)
 }
-
 
 #[cfg(test)]
 mod tests {

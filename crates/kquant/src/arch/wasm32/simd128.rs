@@ -101,6 +101,27 @@ impl Vector for Simd128 {
             self.store(r, o);
         }
     }
+    #[inline(always)]
+    fn dot_scaled(self, q: v128, xq8: &[i8], _: &[i16], scales: &[i16]) -> v128 {
+        let x = &xq8[..16];
+        // SAFETY: `x` is 16 readable bytes.
+        let x = unsafe { v128_load(x.as_ptr().cast()) };
+        // The quants (≤ 63) are valid i8: exact i16 products, then `i32x4.dot_i16x8_s` with the
+        // scale sums pairs into i32 lanes. No relaxed instruction (checked on every build).
+        let scale = i16x8_splat(scales[0]);
+        let lo = i16x8_extmul_low_i8x16(q, x);
+        let hi = i16x8_extmul_high_i8x16(q, x);
+        i32x4_add(i32x4_dot_i16x8(lo, scale), i32x4_dot_i16x8(hi, scale))
+    }
+    #[inline(always)]
+    fn add_i32(self, a: v128, b: v128) -> v128 {
+        i32x4_add(a, b)
+    }
+    #[inline(always)]
+    fn hsum_i32(self, a: v128) -> i32 {
+        let s = i32x4_add(a, i32x4_shuffle::<2, 3, 0, 1>(a, a));
+        i32x4_extract_lane::<0>(i32x4_add(s, i32x4_shuffle::<1, 0, 3, 2>(s, s)))
+    }
 }
 
 /// Runs a job on simd128.

@@ -124,6 +124,32 @@ impl Vector for Avx2 {
             self.store(r, o);
         }
     }
+    #[inline(always)]
+    fn dot_scaled(self, q: __m256i, xq8: &[i8], _: &[i16], scales: &[i16]) -> __m256i {
+        let x = &xq8[..32];
+        // SAFETY: see the impl; `x` is 32 readable bytes. `maddubs` multiplies the unsigned
+        // quants (≤ 63) by the signed x and adds pairs into i16 (≤ 2·63·127, no saturation);
+        // `madd` multiplies those by the group's scale and adds pairs into i32.
+        unsafe {
+            let pairs = _mm256_maddubs_epi16(q, _mm256_loadu_si256(x.as_ptr().cast()));
+            let scale = _mm256_set_m128i(_mm_set1_epi16(scales[1]), _mm_set1_epi16(scales[0]));
+            _mm256_madd_epi16(pairs, scale)
+        }
+    }
+    #[inline(always)]
+    fn add_i32(self, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: see the impl.
+        unsafe { _mm256_add_epi32(a, b) }
+    }
+    #[inline(always)]
+    fn hsum_i32(self, a: __m256i) -> i32 {
+        // SAFETY: see the impl.
+        unsafe {
+            let s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256::<1>(a));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+            _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)))
+        }
+    }
 }
 
 #[target_feature(enable = "avx2")]

@@ -117,6 +117,34 @@ impl Vector for Sse2 {
             self.store(r, o);
         }
     }
+    #[inline(always)]
+    fn dot_scaled(self, q: __m128i, _: &[i8], xq: &[i16], scales: &[i16]) -> __m128i {
+        let x = &xq[..16];
+        // SAFETY: see the impl; `x` is 16 readable i16. Bytes widen to i16 (zero-extended),
+        // times the scale (fits i16: 63·128), then pairs of products summed into i32 lanes.
+        unsafe {
+            let zero = _mm_setzero_si128();
+            let scale = _mm_set1_epi16(scales[0]);
+            let lo = _mm_mullo_epi16(_mm_unpacklo_epi8(q, zero), scale);
+            let hi = _mm_mullo_epi16(_mm_unpackhi_epi8(q, zero), scale);
+            let x_lo = _mm_loadu_si128(x.as_ptr().cast());
+            let x_hi = _mm_loadu_si128(x[8..].as_ptr().cast());
+            _mm_add_epi32(_mm_madd_epi16(lo, x_lo), _mm_madd_epi16(hi, x_hi))
+        }
+    }
+    #[inline(always)]
+    fn add_i32(self, a: __m128i, b: __m128i) -> __m128i {
+        // SAFETY: see the impl.
+        unsafe { _mm_add_epi32(a, b) }
+    }
+    #[inline(always)]
+    fn hsum_i32(self, a: __m128i) -> i32 {
+        // SAFETY: see the impl.
+        unsafe {
+            let s = _mm_add_epi32(a, _mm_shuffle_epi32::<0b01_00_11_10>(a));
+            _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)))
+        }
+    }
 }
 
 /// Runs a job on SSE2.

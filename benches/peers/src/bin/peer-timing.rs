@@ -1,0 +1,91 @@
+//! Median wall time of peer k-quant mat-vecs (candle-core) on the benchmark shapes, next to
+//! kquant's fastest backend timed in the same run on the same bytes, plus the peer's error
+//! against kquant's exact result. Markdown on stdout; with `--json FILE` the peer rows also as
+//! JSON lines in `kernel-timing`'s schema (kquant's rows come from `kernel-timing --json`).
+//!
+//! ```sh
+//! cargo run --release -p cobordism-peers --bin peer-timing [-- RUNS] [--json FILE]
+//! cargo run --release -p cobordism-peers --bin peer-timing --target wasm32-wasip1 [-- RUNS]
+//! ```
+//!
+//! candle runs single-threaded (`CANDLE_NUM_THREADS=1`) unless the environment says otherwise.
+
+use std::hint::black_box;
+
+use cobordism_benches::CASES;
+use cobordism_peers::candle::{candle_path, pin_threads, CandleMatrix};
+use cobordism_peers::timing::{median_ms, Row};
+use kquant::{Backend, QMatrix};
+
+/// `max abs(a − b) / max abs(b)`.
+fn max_rel_err(a: &[f32], b: &[f32]) -> f32 {
+    let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let diff = a.iter().zip(b).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
+    diff / scale
+}
+
+fn main() {
+    let threads = pin_threads();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runs = args
+        .first()
+        .filter(|a| !a.starts_with("--"))
+        .map(|a| a.parse().expect("RUNS must be a number"))
+        .unwrap_or(7);
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .map(|i| args.get(i + 1).expect("--json FILE").clone());
+    let arch = std::env::consts::ARCH;
+    let best = Backend::best();
+    let kquant_name = format!("{arch} {best}");
+    let candle_name = format!("candle {arch} {}", candle_path());
+    println!(
+        "{arch}, median of {runs} runs after one warm-up; candle-core 0.11.1, {threads} thread(s)"
+    );
+    println!();
+    println!("| case | kernel | ms | GB/s | speed vs kquant |");
+    println!("|---|---|---:|---:|---:|");
+    let mut json = String::new();
+    let mut errors = Vec::new();
+    for case in CASES {
+        let label = case.label();
+        let (w, x) = case.data(1);
+        let kq = QMatrix::new(case.ty, &w, case.rows, case.cols).expect("valid case");
+        let peer = CandleMatrix::new(case.ty, &w, case.rows, case.cols);
+        let mut exact = vec![0.0; case.rows];
+        let mut out = vec![0.0; case.rows];
+        let mut scratch = vec![0.0; kq.scratch_len()];
+
+        kq.mat_vec(&x, &mut exact).expect("kquant mat_vec");
+        peer.mat_vec(&x, &mut out);
+        errors.push((label.clone(), max_rel_err(&out, &exact)));
+
+        let kq_ms = median_ms(runs, || {
+            kq.mat_vec_with(best, black_box(&x), &mut out, &mut scratch)
+                .expect("kquant mat_vec")
+        });
+        let peer_ms = median_ms(runs, || peer.mat_vec(black_box(&x), &mut out));
+        for (kernel, ms) in [(&kquant_name, kq_ms), (&candle_name, peer_ms)] {
+            let row = Row {
+                case: &label,
+                kernel,
+                ms,
+                bytes: case.weight_bytes(),
+            };
+            println!("{} {:.2}× |", row.markdown(), kq_ms / ms);
+            if kernel == &candle_name {
+                json += &row.json();
+            }
+        }
+    }
+    println!();
+    println!("| case | {candle_name}: max abs(y − y_kquant) / max abs(y_kquant) |");
+    println!("|---|---:|");
+    for (label, err) in errors {
+        println!("| {label} | {err:.2e} |");
+    }
+    if let Some(path) = json_path {
+        std::fs::write(&path, json).expect("writing the JSON file");
+    }
+}

@@ -1,0 +1,9 @@
+//! Peer implementations of the k-quant mat-vec, run on the same shapes and bytes as kquant's
+//! benchmarks (`cobordism_benches::CASES`), so that both can be timed side by side.
+//!
+//! * [`candle`]: candle-core's k-quant kernels, driven through candle's own CPU matmul.
+//! * [`timing`]: the median timer and the Markdown / JSON-lines output shared with
+//!   `kernel-timing`'s format.
+
+pub mod candle;
+pub mod timing;

@@ -1,0 +1,181 @@
+//! The opt-in fast mode: activations quantized to 8 bits, integer dot products.
+//!
+//! # Its canonical order
+//!
+//! Per call, each 256-column block `b` of `x` is quantized as ggml's `Q8_K` does:
+//!
+//! ```text
+//! amax_b = max |x_i|                        (NaN or ±inf anywhere in x: the whole result is NaN)
+//! dx_b   = amax_b / 127                     (0 when amax_b = 0, and then every xq is 0)
+//! xq_i   = clamp(nearest_int(x_i · (127 / amax_b)), −127, 127)     ties to even
+//! bsum_g = Σ xq over the 16 columns of group g
+//! ```
+//!
+//! Per row, with integer sums that are exact (so their order does not matter and every backend
+//! may use its best instructions) and one fixed float epilogue per super-block:
+//!
+//! ```text
+//! Q6_K:  S   = Σ_j sc_j · (Σ_{i in j} q_i·xq_i − 32·bsum_j)          i32, |S| < 2³¹
+//!        acc = acc + (d·dx_b) · f32(S)
+//! Q4_K:  S   = Σ_j sc_{j/2} · Σ_{i in j} q_i·xq_i,   M = Σ_s m_s · (bsum_2s + bsum_2s+1)
+//!        acc = acc + ((d·dx_b) · f32(S) − (dmin·dx_b) · f32(M))
+//! result = acc after the last super-block (acc starts at +0.0)
+//! ```
+//!
+//! `d`, `dmin` are the block's f16 scales as f32, `q` the unsigned quants (0..63, 0..15),
+//! `sc`/`m` the sub-block scales and mins. The quantization of `x` costs about 4e-3 of
+//! max |y| in accuracy (measured in `tests/int8.rs`); the exact kernels stay near 1e-7.
+
+use super::{f16_to_f32, q4k_chunk, q6k_chunk, RowKernel, Vector};
+use crate::quantize::nearest_int;
+use crate::{BlockQ4K, BlockQ6K, QK_K};
+
+/// f32-sized words of prepared activations for `cols` columns: the quants as i8 (four per
+/// word) and as i16 (two per word; backends without an 8-bit multiply use these), one scale per
+/// block, one i32 sum per 16 columns.
+pub(crate) const fn prepared_len(cols: usize) -> usize {
+    cols / 4 + cols / 2 + cols / QK_K + cols / 16
+}
+
+/// A prepared vector, viewed in its parts.
+#[derive(Clone, Copy)]
+struct Prepared<'a> {
+    xq8: &'a [i8],
+    xq16: &'a [i16],
+    dx: &'a [f32],
+    bsums: &'a [i32],
+}
+
+/// Splits a prepared vector into its parts.
+#[inline(always)]
+fn parts(prepared: &[f32]) -> Prepared<'_> {
+    let cols = prepared.len() / 209 * 256; // prepared_len(cols) = cols · 209/256
+    let (xq8, rest) = prepared.split_at(cols / 4);
+    let (xq16, rest) = rest.split_at(cols / 2);
+    let (dx, bsums) = rest.split_at(cols / QK_K);
+    Prepared {
+        xq8: bytemuck::cast_slice(xq8),
+        xq16: bytemuck::cast_slice(xq16),
+        dx,
+        bsums: bytemuck::cast_slice(bsums),
+    }
+}
+
+/// Quantizes `x` (whole blocks of 256) into `prepared` (see the module docs).
+pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
+    let cols = x.len();
+    let (xq8, rest) = prepared.split_at_mut(cols / 4);
+    let (xq, rest) = rest.split_at_mut(cols / 2);
+    let (dx, bsums) = rest.split_at_mut(cols / QK_K);
+    let xq8: &mut [i8] = bytemuck::cast_slice_mut(xq8);
+    let xq: &mut [i16] = bytemuck::cast_slice_mut(xq);
+    let bsums: &mut [i32] = bytemuck::cast_slice_mut(bsums);
+    let finite = x.iter().all(|v| v.is_finite());
+    for (b, block) in x.chunks_exact(QK_K).enumerate() {
+        let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let q = &mut xq[QK_K * b..QK_K * (b + 1)];
+        if !finite || amax == 0.0 {
+            q.fill(0);
+            dx[b] = if finite { 0.0 } else { f32::NAN };
+        } else {
+            let iscale = 127.0 / amax;
+            for (qi, &v) in q.iter_mut().zip(block) {
+                *qi = nearest_int(v * iscale).clamp(-127, 127) as i16;
+            }
+            dx[b] = amax / 127.0;
+        }
+        for (g, sum) in bsums[16 * b..16 * (b + 1)].iter_mut().enumerate() {
+            *sum = q[16 * g..16 * (g + 1)].iter().map(|&v| i32::from(v)).sum();
+        }
+    }
+    for (narrow, &wide) in xq8.iter_mut().zip(xq.iter()) {
+        *narrow = wide as i8; // |wide| ≤ 127
+    }
+}
+
+/// Adds `Σ q·scale·xq` over one chunk (its quants `q` start at column `at`) to `acc`.
+#[inline(always)]
+fn chunk_sum<V: Vector>(v: V, acc: V::U, q: V::U, x: &Prepared, at: usize, scales: &[i16]) -> V::U {
+    v.add_i32(acc, v.dot_scaled(q, &x.xq8[at..], &x.xq16[at..], scales))
+}
+
+/// The Q6_K kernel with 8-bit activations.
+#[derive(Clone, Copy)]
+pub(super) struct Q6KQ8;
+
+impl RowKernel for Q6KQ8 {
+    type Block = BlockQ6K;
+
+    #[inline(always)]
+    fn dot<V: Vector, const N: usize>(self, v: V, row: &[BlockQ6K], xs: [&[f32]; N]) -> [f32; N] {
+        let prepared = xs.map(parts);
+        let mut acc = [0.0f32; N];
+        for (i, b) in row.iter().enumerate() {
+            let sc: [i16; 16] = core::array::from_fn(|j| i16::from(b.scale(j)));
+            let d = f16_to_f32(b.d);
+            let mut sums = [v.splat_u(0); N];
+            for s in 0..4 {
+                for c in 0..16 / V::LANES {
+                    let q = q6k_chunk(v, b, s, c);
+                    let at = QK_K * i + 64 * s + 4 * V::LANES * c;
+                    let scales = &sc[4 * s + c * V::LANES / 4..];
+                    for (sum, x) in sums.iter_mut().zip(&prepared) {
+                        *sum = chunk_sum(v, *sum, q, x, at, scales);
+                    }
+                }
+            }
+            for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&prepared) {
+                let offset: i32 = sc
+                    .iter()
+                    .zip(&x.bsums[16 * i..16 * (i + 1)])
+                    .map(|(&s, &bs)| i32::from(s) * bs)
+                    .sum();
+                let total = v.hsum_i32(sum).wrapping_sub(32 * offset);
+                *a += (d * x.dx[i]) * total as f32;
+            }
+        }
+        acc
+    }
+}
+
+/// The Q4_K kernel with 8-bit activations.
+#[derive(Clone, Copy)]
+pub(super) struct Q4KQ8;
+
+impl RowKernel for Q4KQ8 {
+    type Block = BlockQ4K;
+
+    #[inline(always)]
+    fn dot<V: Vector, const N: usize>(self, v: V, row: &[BlockQ4K], xs: [&[f32]; N]) -> [f32; N] {
+        let prepared = xs.map(parts);
+        let mut acc = [0.0f32; N];
+        for (i, b) in row.iter().enumerate() {
+            let (mut sc, mut m) = ([0i16; 16], [0i32; 8]);
+            for s in 0..8 {
+                let (scale, min) = b.scale_min(s);
+                (sc[2 * s], sc[2 * s + 1]) = (i16::from(scale), i16::from(scale));
+                m[s] = i32::from(min);
+            }
+            let (d, dmin) = (f16_to_f32(b.d), f16_to_f32(b.dmin));
+            let mut sums = [v.splat_u(0); N];
+            for s in 0..4 {
+                for c in 0..16 / V::LANES {
+                    let (raw, shift) = q4k_chunk(v, b, s, c);
+                    let q = v.and(v.shr(raw, shift), v.splat_u(0x0F0F_0F0F));
+                    let at = QK_K * i + 64 * s + 4 * V::LANES * c;
+                    let scales = &sc[4 * s + c * V::LANES / 4..];
+                    for (sum, x) in sums.iter_mut().zip(&prepared) {
+                        *sum = chunk_sum(v, *sum, q, x, at, scales);
+                    }
+                }
+            }
+            for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&prepared) {
+                let bs = &x.bsums[16 * i..16 * (i + 1)];
+                let mins: i32 = (0..8).map(|s| m[s] * (bs[2 * s] + bs[2 * s + 1])).sum();
+                let total = v.hsum_i32(sum);
+                *a += (d * x.dx[i]) * total as f32 - (dmin * x.dx[i]) * mins as f32;
+            }
+        }
+        acc
+    }
+}
