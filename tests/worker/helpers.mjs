@@ -50,10 +50,11 @@ export function hiddenBytes(hidden, seed = 1, n = 1) {
 }
 
 /** Full-vocabulary logits computed natively by kquant through `cobordism logits --local`. */
-export function localLogits(model, hidden) {
+export function localLogits(model, hidden, { int8 = false } = {}) {
   const dir = tempDir("logits");
   writeFileSync(join(dir, "h.f32"), hidden);
-  cli("logits", "--manifest", join(model.slices, "manifest.json"), "--local", "--hidden", join(dir, "h.f32"), "--out", join(dir, "out.f32"));
+  const mode = int8 ? ["--int8"] : [];
+  cli("logits", "--manifest", join(model.slices, "manifest.json"), "--local", "--hidden", join(dir, "h.f32"), "--out", join(dir, "out.f32"), ...mode);
   return new Uint8Array(readFileSync(join(dir, "out.f32")));
 }
 

@@ -52,6 +52,25 @@ for (const [name, model] of [["q6_k", () => q6], ["q4_k with softcap", () => q4]
   });
 }
 
+test("?precision=int8: the fast mode gives the bits of kquant's native fast mode", async () => {
+  await withShards({}, async (local) => {
+    await seed(await local.bucket(), q4);
+    const h = hiddenBytes(q4.manifest.hidden, 12);
+    const expected = localLogits(q4, h, { int8: true });
+    for (const [i, endpoint] of local.endpoints.entries()) {
+      const r = await post(endpoint, h, { query: "?precision=int8" });
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get("x-precision"), "int8");
+      assert.deepEqual(r.body, shardPart(expected, q4.manifest, i));
+    }
+    const exact = await post(local.endpoints[0], h);
+    assert.equal(exact.headers.get("x-precision"), "exact");
+    assert.notDeepEqual(exact.body, shardPart(expected, q4.manifest, 0));
+    const bad = await post(local.endpoints[0], h, { query: "?precision=fp16" });
+    assert.deepEqual([bad.status, json(bad).error], [400, "bad_precision"]);
+  });
+});
+
 test("a batch of hidden vectors equals single calls", async () => {
   await withShards({}, async (local) => {
     await seed(await local.bucket(), q6);

@@ -1,7 +1,7 @@
 //! The two routes' work once method, configuration and token are checked.
 
 use cobordism_protocol::{
-    bearer_matches, decode_hidden, encode_f32, parse_top_k, HiddenError, TopK, MAX_BATCH,
+    bearer_matches, decode_hidden, encode_f32, parse_top_k, HiddenError, Precision, TopK, MAX_BATCH,
 };
 use futures_util::StreamExt;
 use serde_json::json;
@@ -33,15 +33,28 @@ pub fn authorize(cfg: &Config, req: &Request) -> Result<(), ApiError> {
     }
 }
 
+/// The value of query parameter `name`, if given.
+fn query(req: &Request, name: &str) -> Result<Option<String>, ApiError> {
+    let url = req.url()?;
+    let value = url
+        .query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned());
+    Ok(value)
+}
+
 /// `?top_k=K`, if given.
 fn top_k(req: &Request) -> Result<Option<usize>, ApiError> {
-    let url = req.url()?;
-    let Some((_, v)) = url.query_pairs().find(|(k, _)| k == "top_k") else {
-        return Ok(None);
-    };
-    parse_top_k(&v)
-        .map(Some)
-        .map_err(|detail| ApiError::new(400, "bad_top_k", detail))
+    query(req, "top_k")?
+        .map(|v| parse_top_k(&v).map_err(|detail| ApiError::new(400, "bad_top_k", detail)))
+        .transpose()
+}
+
+/// `?precision=exact|int8` (default exact).
+fn precision(req: &Request) -> Result<Precision, ApiError> {
+    query(req, "precision")?.map_or(Ok(Precision::Exact), |v| {
+        Precision::parse(&v).map_err(|detail| ApiError::new(400, "bad_precision", detail))
+    })
 }
 
 fn too_large(limit: usize) -> ApiError {
@@ -87,6 +100,7 @@ async fn read_body(req: &mut Request, limit: usize) -> Result<Vec<u8>, ApiError>
 /// `POST /cobordism-lm-head`.
 pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Response, ApiError> {
     let top_k = top_k(req)?;
+    let precision = precision(req)?;
     let body = read_body(req, MAX_BODY_BYTES).await?;
     let residency = resident::ensure(cfg, env).await?;
     let started = js_sys::Date::now();
@@ -102,7 +116,7 @@ pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Respo
             };
             ApiError::new(400, code, e.to_string())
         })?;
-        let logits = r.logits(&x, n)?;
+        let logits = r.logits(&x, n, precision)?;
         let rows = r.entry.row_count;
         let payload = match top_k {
             None => encode_f32(&logits),
@@ -134,6 +148,7 @@ pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Respo
     set("X-Row-Start", &row_start.to_string())?;
     set("X-Row-Count", &rows.to_string())?;
     set("X-Batch", &n.to_string())?;
+    set("X-Precision", precision.name())?;
     set("X-Manifest-Version", &version)?;
     set("X-Compute-Time-Ms", &format!("{compute_ms:.0}"))?;
     set("X-Cache", if residency.hit { "hit" } else { "miss" })?;

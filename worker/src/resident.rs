@@ -20,7 +20,7 @@
 
 use std::cell::RefCell;
 
-use cobordism_protocol::{Checksum, Manifest, ShardEntry, MAX_BATCH};
+use cobordism_protocol::{Checksum, Manifest, Precision, ShardEntry, MAX_BATCH};
 use futures_util::StreamExt;
 use kquant::{Backend, QMatrix};
 use worker::{Bucket, Env};
@@ -392,7 +392,12 @@ pub fn state_name() -> &'static str {
 
 impl Resident {
     /// `n` hidden vectors (concatenated) → `n · row_count` logits, soft-capped as the manifest says.
-    pub fn logits(&mut self, hidden: &[f32], n: usize) -> Result<Vec<f32>, ApiError> {
+    pub fn logits(
+        &mut self,
+        hidden: &[f32],
+        n: usize,
+        precision: Precision,
+    ) -> Result<Vec<f32>, ApiError> {
         let rows = self.entry.row_count;
         let m = QMatrix::new(
             self.manifest.quant_type(),
@@ -408,9 +413,18 @@ impl Resident {
             )
         })?;
         let mut out = vec![0.0f32; n * rows];
-        let scratch = &mut self.scratch[..n * m.ty().scratch_len(m.cols())];
-        m.mat_mat_with(Backend::best(), hidden, &mut out, scratch)
-            .map_err(|e| ApiError::new(500, "internal", e.to_string()))?;
+        // The exact mode's scratch is the larger of the two, and is what `fetch` reserved.
+        match precision {
+            Precision::Exact => {
+                let scratch = &mut self.scratch[..n * m.scratch_len()];
+                m.mat_mat_with(Backend::best(), hidden, &mut out, scratch)
+            }
+            Precision::Int8 => {
+                let scratch = &mut self.scratch[..n * m.int8_scratch_len()];
+                m.mat_mat_int8_with(Backend::best(), hidden, &mut out, scratch)
+            }
+        }
+        .map_err(|e| ApiError::new(500, "internal", e.to_string()))?;
         cobordism_protocol::softcap(&mut out, self.manifest.softcap);
         Ok(out)
     }

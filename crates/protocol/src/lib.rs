@@ -16,7 +16,7 @@ mod topk;
 pub use checksum::Checksum;
 pub use hidden::{decode_hidden, encode_f32, HiddenError, MAX_BATCH};
 pub use manifest::{Manifest, ManifestError, ShardEntry, FORMAT, FORMAT_VERSION, MAX_SHARDS};
-pub use request::{bearer_matches, parse_top_k};
+pub use request::{bearer_matches, parse_top_k, Precision};
 pub use topk::{TopK, TopKError, MAX_TOP_K};
 
 /// The final-logit soft cap: `c · tanh(z / c)` in place (gemma-2/3 style); `None` leaves `z`.

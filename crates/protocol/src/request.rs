@@ -5,6 +5,35 @@ use subtle::ConstantTimeEq;
 
 use crate::MAX_TOP_K;
 
+/// How a shard computes: the exact canonical order (default) or kquant's 8-bit fast mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// f32 activations (`?precision=exact`, the default).
+    #[default]
+    Exact,
+    /// Activations quantized to 8 bits per 256 columns (`?precision=int8`).
+    Int8,
+}
+
+impl Precision {
+    /// The query value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Exact => "exact",
+            Precision::Int8 => "int8",
+        }
+    }
+
+    /// Parses the value of `?precision=`.
+    pub fn parse(value: &str) -> Result<Precision, String> {
+        match value {
+            "exact" => Ok(Precision::Exact),
+            "int8" => Ok(Precision::Int8),
+            _ => Err(format!("precision must be exact or int8, not {value:?}")),
+        }
+    }
+}
+
 /// Parses the value of `?top_k=`: an integer from 1 to [`MAX_TOP_K`].
 pub fn parse_top_k(value: &str) -> Result<usize, String> {
     match value.parse::<usize>() {
@@ -35,6 +64,14 @@ mod tests {
         for bad in ["0", "1025", "-1", "x", "", " 5", "99999999999999999999999"] {
             assert!(parse_top_k(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn precisions() {
+        for p in [Precision::Exact, Precision::Int8] {
+            assert_eq!(Precision::parse(p.name()), Ok(p));
+        }
+        assert!(Precision::parse("fp16").is_err());
     }
 
     #[test]

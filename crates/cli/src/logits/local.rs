@@ -1,11 +1,12 @@
-//! Logits computed natively from the slice files next to the manifest: kquant's `mat_vec` over
+//! Logits computed natively from the slice files next to the manifest: kquant's `mat_vec` (or
+//! its int8 fast mode) over
 //! each slice in bounded row chunks (each checksummed), then the manifest's soft cap, which is
 //! the same f32 code the shard Worker runs.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use cobordism_protocol::{softcap, Manifest};
+use cobordism_protocol::{softcap, Manifest, Precision};
 use kquant::QMatrix;
 
 use crate::progress;
@@ -15,7 +16,12 @@ use crate::slices;
 const CHUNK_BYTES: usize = 8 << 20;
 
 /// All `vocab` logits for `hidden`, from the slices in `dir`.
-pub fn compute(manifest: &Manifest, dir: &Path, hidden: &[f32]) -> Result<Vec<f32>> {
+pub fn compute(
+    manifest: &Manifest,
+    dir: &Path,
+    hidden: &[f32],
+    precision: Precision,
+) -> Result<Vec<f32>> {
     let (ty, row_bytes) = (manifest.quant_type(), manifest.row_bytes());
     let chunk_rows = (CHUNK_BYTES / row_bytes).max(1);
     let mut logits = vec![0.0f32; manifest.vocab];
@@ -28,7 +34,11 @@ pub fn compute(manifest: &Manifest, dir: &Path, hidden: &[f32]) -> Result<Vec<f3
             let (head, rest) = std::mem::take(&mut out)
                 .split_at_mut_checked(rows)
                 .context("a slice holds more rows than the manifest says")?;
-            QMatrix::new(ty, chunk, rows, manifest.hidden)?.mat_vec(hidden, head)?;
+            let m = QMatrix::new(ty, chunk, rows, manifest.hidden)?;
+            match precision {
+                Precision::Exact => m.mat_vec(hidden, head)?,
+                Precision::Int8 => m.mat_vec_int8(hidden, head)?,
+            }
             out = rest;
             bar.inc(chunk.len() as u64);
             Ok(())

@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
-use cobordism_protocol::{encode_f32, Manifest, ShardEntry};
+use cobordism_protocol::{encode_f32, Manifest, Precision, ShardEntry};
 use ureq::http::Response;
 use ureq::{Agent, Body};
 
@@ -35,6 +35,8 @@ pub struct Options {
     pub timeout: Duration,
     /// Retries after the first attempt.
     pub retries: u32,
+    /// Exact or int8 (`?precision=int8`).
+    pub precision: Precision,
 }
 
 /// How one shard's request went.
@@ -78,7 +80,13 @@ pub fn fetch(
         .shards
         .iter()
         .zip(endpoints)
-        .map(|(s, e)| (s, format!("{}{ROUTE}", e.trim_end_matches('/'))))
+        .map(|(s, e)| {
+            let query = match opts.precision {
+                Precision::Exact => "",
+                Precision::Int8 => "?precision=int8",
+            };
+            (s, format!("{}{ROUTE}{query}", e.trim_end_matches('/')))
+        })
         .collect();
     let per_thread = jobs.len().div_ceil(MAX_PARALLEL);
     let results = thread::scope(|scope| -> Result<Vec<_>> {
