@@ -8,7 +8,8 @@
 //!
 //! Writes into OUTDIR: `fixtures.json` (`{"rows", "cols", "seed", "backend"}`), `x.f32` (`cols`
 //! floats) and, for each of `q4_k` and `q6_k`: `{dtype}.weights` (`rows × cols` weights as
-//! blocks), `{dtype}.matvec.f32` (`rows` floats, `W·x`) and, unless `--no-dequantize`,
+//! blocks), `{dtype}.matvec.f32` (`rows` floats, `W·x`), `{dtype}.matvec-int8.f32` (the same
+//! in the int8 fast mode) and, unless `--no-dequantize`,
 //! `{dtype}.dequant.f32` (`rows × cols` floats).
 
 use std::path::{Path, PathBuf};
@@ -75,12 +76,20 @@ fn run(a: &Args) -> Result<(), String> {
         let row_bytes = ty.row_bytes(a.cols).map_err(|e| e.to_string())?;
         let mut weights = vec![0u8; a.rows * row_bytes];
         random_blocks(&mut rng, ty, &mut weights).map_err(|e| e.to_string())?;
-        let mut out = vec![0.0f32; a.rows];
+        let (mut out, mut out_int8) = (vec![0.0f32; a.rows], vec![0.0f32; a.rows]);
         QMatrix::new(ty, &weights, a.rows, a.cols)
-            .and_then(|m| m.mat_vec(&x, &mut out))
+            .and_then(|m| {
+                m.mat_vec(&x, &mut out)?;
+                m.mat_vec_int8(&x, &mut out_int8)
+            })
             .map_err(|e| e.to_string())?;
         write(&a.out, &format!("{name}.weights"), &weights)?;
         write(&a.out, &format!("{name}.matvec.f32"), &f32_bytes(&out))?;
+        write(
+            &a.out,
+            &format!("{name}.matvec-int8.f32"),
+            &f32_bytes(&out_int8),
+        )?;
         if a.dequantize {
             let mut floats = vec![0.0f32; weights.len() / ty.block_bytes() * QK_K];
             dequantize(ty, &weights, &mut floats).map_err(|e| e.to_string())?;

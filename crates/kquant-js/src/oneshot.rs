@@ -90,7 +90,7 @@ fn mat_vec(
     for (i, y) in y.chunks_mut(window_rows).enumerate() {
         let w = &mut window[..y.len() * shape.row_bytes];
         weights.read(i * window_rows * shape.row_bytes, w);
-        shape.mat_vec(call, w, &x, y, &mut scratch)?;
+        shape.mat_vec(call, w, &x, y, &mut scratch, false)?;
     }
     out.copy_from(&y);
     Ok(())

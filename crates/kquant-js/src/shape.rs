@@ -44,7 +44,8 @@ impl Shape {
     }
 
     /// `out = W·x` on the best backend, for the `out.len()` rows whose blocks are `weights`
-    /// (all rows, or a window of them: every row is computed on its own).
+    /// (all rows, or a window of them: every row is computed on its own); with `int8`, in
+    /// kquant's fast mode. `scratch` holds the exact mode's scratch, which is the larger.
     pub fn mat_vec(
         &self,
         call: &'static str,
@@ -52,9 +53,17 @@ impl Shape {
         x: &[f32],
         out: &mut [f32],
         scratch: &mut [f32],
+        int8: bool,
     ) -> Result<(), Error> {
         QMatrix::new(self.ty, weights, out.len(), self.cols)
-            .and_then(|m| m.mat_vec_with(Backend::best(), x, out, scratch))
+            .and_then(|m| {
+                if int8 {
+                    let scratch = &mut scratch[..m.int8_scratch_len()];
+                    m.mat_mat_int8_with(Backend::best(), x, out, scratch)
+                } else {
+                    m.mat_vec_with(Backend::best(), x, out, scratch)
+                }
+            })
             .map_err(|e| Error::new(call, Problem::Kernel(e)))
     }
 

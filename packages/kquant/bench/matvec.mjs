@@ -45,6 +45,8 @@ for (const dtype of DTYPES) {
   for (let i = 0; i < weights.length; i += 1 << 20) slice.append(weights.subarray(i, i + (1 << 20)));
   assertSameBits(slice.matVec(f.x), matvec, `${dtype} ResidentSlice.matVec`);
   const resident = median(() => slice.matVec(f.x));
+  assertSameBits(slice.matVecInt8(f.x), f[dtype].matvecInt8, `${dtype} ResidentSlice.matVecInt8`);
+  const int8 = median(() => slice.matVecInt8(f.x));
   slice.free();
 
   const out = new Float32Array(rows);
@@ -52,14 +54,14 @@ for (const dtype of DTYPES) {
   assertSameBits(out, matvec, `${dtype} matVec${SUFFIX[dtype]}`);
 
   const js = median(() => baseline.matVec(dtype, weights, rows, cols, f.x, out));
-  results.push({ dtype, mib: weights.length / 2 ** 20, resident, oneShot, js });
+  results.push({ dtype, mib: weights.length / 2 ** 20, resident, int8, oneShot, js });
   console.error(`${dtype}: resident ${resident.toFixed(1)} ms, one-shot ${oneShot.toFixed(1)} ms, plain JS ${js.toFixed(1)} ms`);
 }
 
 const ms = (t) => t.toFixed(1);
 console.log(`${rows} × ${cols}, median of ${runs} runs after ${warmup} warm-up; Node ${process.version}, ${cpus()[0].model}; wasm simd128 (kquant), native reference backend ${f.backend}\n`);
-console.log("| format | weights | `ResidentSlice.matVec` | one-shot `matVec…` (copies weights) | plain JS dequantize + dot | speedup (resident vs plain JS) |");
-console.log("|---|---:|---:|---:|---:|---:|");
+console.log("| format | weights | `ResidentSlice.matVec` | `matVecInt8` (fast mode) | one-shot `matVec…` (copies weights) | plain JS dequantize + dot | speedup vs plain JS (exact / int8) |");
+console.log("|---|---:|---:|---:|---:|---:|---:|");
 for (const r of results) {
-  console.log(`| ${r.dtype} | ${r.mib.toFixed(1)} MiB | ${ms(r.resident)} ms | ${ms(r.oneShot)} ms | ${ms(r.js)} ms | ${(r.js / r.resident).toFixed(1)}× |`);
+  console.log(`| ${r.dtype} | ${r.mib.toFixed(1)} MiB | ${ms(r.resident)} ms | ${ms(r.int8)} ms | ${ms(r.oneShot)} ms | ${ms(r.js)} ms | ${(r.js / r.resident).toFixed(1)}× / ${(r.js / r.int8).toFixed(1)}× |`);
 }

@@ -15,8 +15,8 @@ export const DTYPES = ["q4_k", "q6_k"];
  * and loads them.
  * @param {{rows?: number, cols?: number, seed?: number, dequantize?: boolean, dir?: string}} o
  * @returns {{dir: string, rows: number, cols: number, backend: string, x: Float32Array,
- *   q4_k: {weights: Uint8Array, matvec: Float32Array, dequant?: Float32Array},
- *   q6_k: {weights: Uint8Array, matvec: Float32Array, dequant?: Float32Array}}}
+ *   q4_k: {weights: Uint8Array, matvec: Float32Array, matvecInt8: Float32Array, dequant?: Float32Array},
+ *   q6_k: {weights: Uint8Array, matvec: Float32Array, matvecInt8: Float32Array, dequant?: Float32Array}}}
  */
 export function nativeFixtures({ rows, cols, seed, dequantize = true, dir } = {}) {
   dir ??= mkdtempSync(join(tmpdir(), "kquant-fixtures-"));
@@ -38,7 +38,11 @@ export function nativeFixtures({ rows, cols, seed, dequantize = true, dir } = {}
   const meta = JSON.parse(readFileSync(join(dir, "fixtures.json"), "utf8"));
   const f = { dir, ...meta, x: floats("x.f32") };
   for (const dtype of DTYPES) {
-    f[dtype] = { weights: bytes(`${dtype}.weights`), matvec: floats(`${dtype}.matvec.f32`) };
+    f[dtype] = {
+      weights: bytes(`${dtype}.weights`),
+      matvec: floats(`${dtype}.matvec.f32`),
+      matvecInt8: floats(`${dtype}.matvec-int8.f32`),
+    };
     if (dequantize) f[dtype].dequant = floats(`${dtype}.dequant.f32`);
   }
   return f;

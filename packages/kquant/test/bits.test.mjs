@@ -63,6 +63,7 @@ for (const dtype of DTYPES) {
           const out = new Float32Array(f.rows);
           slice.matVecInto(f.x, out);
           assertSameBits(out, matvec, `${name} ${way}: matVecInto`);
+          assertSameBits(slice.matVecInt8(f.x), f[dtype].matvecInt8, `${name} ${way}: matVecInt8`);
         } finally {
           slice.free();
         }
