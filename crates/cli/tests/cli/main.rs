@@ -3,4 +3,5 @@
 mod common;
 mod gguf_errors;
 mod pipeline;
+mod properties;
 mod remote;
