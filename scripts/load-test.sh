@@ -28,7 +28,18 @@ rss() { grep VmRSS "/proc/$(pgrep -f 'workerd serve' | head -n1)/status" | awk '
 wasm() { curl -s "$endpoint/healthz" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log((JSON.parse(s).wasm_memory_bytes/1048576).toFixed(1)+" MiB"))'; }
 
 curl -s -o /dev/null --data-binary @"$work/h.f32" "$endpoint/cobordism-lm-head" # cold load
-echo "before: wasm memory $(wasm), workerd RSS $(rss)"
+# Warm up at full concurrency so the buffers of concurrent requests are allocated once.
+HIDDEN_FILE="$work/h.f32" wrk -t2 -c"$connections" -d10s -s benches/load/post.lua "$endpoint" >/dev/null
+before=$(wasm)
+echo "before: wasm memory $before, workerd RSS $(rss)"
 HIDDEN_FILE="$work/h.f32" wrk -t2 -c"$connections" -d"${seconds}s" --latency --timeout 30s \
   -s benches/load/post.lua "$endpoint" | tee "$work/wrk.txt"
-echo "after:  wasm memory $(wasm), workerd RSS $(rss)"
+after=$(wasm)
+echo "after:  wasm memory $after, workerd RSS $(rss)"
+if grep -q 'non-2xx 0$' "$work/wrk.txt" && grep -q 'errors (socket) 0,' "$work/wrk.txt" &&
+  [ "$before" = "$after" ]; then
+  echo "load test: PASS (no errors, no wasm memory growth)"
+else
+  echo "load test: FAIL (errors or wasm memory growth above)"
+  exit 1
+fi
