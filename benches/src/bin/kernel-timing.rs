@@ -68,7 +68,7 @@ fn main() {
             gb / (floor / 1e3)
         );
         json += &format!(
-            "{{\"case\":\"{}\",\"kernel\":\"memory floor\",\"ms\":{floor:.3},\"gbps\":{:.3}}}\n",
+            "{{\"case\":\"{}\",\"kernel\":\"{arch} memory floor\",\"ms\":{floor:.3},\"gbps\":{:.3}}}\n",
             case.label(),
             gb / (floor / 1e3)
         );
