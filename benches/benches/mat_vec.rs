@@ -5,16 +5,9 @@
 
 use std::hint::black_box;
 
-use cobordism_benches::CASES;
+use cobordism_benches::{sequential_read, CASES};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kquant::{Backend, QMatrix};
-
-fn sequential_read(bytes: &[u8]) -> u64 {
-    bytes
-        .chunks_exact(64)
-        .map(|c| u64::from_le_bytes(c[..8].try_into().unwrap()) ^ u64::from(c[63]))
-        .fold(0, |a, b| a.wrapping_add(b))
-}
 
 fn mat_vec(c: &mut Criterion) {
     for case in CASES {

@@ -1,7 +1,59 @@
-//! Shapes and data shared by the benchmarks: real lm-head slice shapes filled with seeded,
-//! valid blocks.
+//! What the benchmarks share: real lm-head slice shapes filled with seeded, valid blocks, the
+//! memory floor, the median timer and the command line of the timing binaries.
+
+use std::time::Instant;
 
 use kquant::{synth, QuantType};
+
+/// Median of `runs` timed calls of `f` in milliseconds, after one untimed warm-up call.
+pub fn median_ms(runs: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut t: Vec<f64> = (0..runs.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+/// The memory floor: reads every 64-byte line of `bytes` once (one u64 plus the last byte).
+pub fn sequential_read(bytes: &[u8]) -> u64 {
+    bytes
+        .chunks_exact(64)
+        .map(|c| u64::from_le_bytes(c[..8].try_into().expect("8 bytes")) ^ u64::from(c[63]))
+        .fold(0, |a, b| a.wrapping_add(b))
+}
+
+/// The command line of the timing binaries: `[RUNS] [--json FILE]`.
+pub struct TimingArgs {
+    /// Timed runs per measurement (default 7).
+    pub runs: usize,
+    /// Where to write JSON lines for `benches/chart.mjs`.
+    pub json: Option<String>,
+}
+
+impl TimingArgs {
+    /// Parses `std::env::args()`; exits with a usage message on bad input.
+    pub fn from_env() -> TimingArgs {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let usage = || -> ! {
+            eprintln!("usage: [RUNS] [--json FILE]");
+            std::process::exit(2)
+        };
+        let runs = match args.first().filter(|a| !a.starts_with("--")) {
+            Some(a) => a.parse().unwrap_or_else(|_| usage()),
+            None => 7,
+        };
+        let json = args
+            .iter()
+            .position(|a| a == "--json")
+            .map(|i| args.get(i + 1).cloned().unwrap_or_else(|| usage()));
+        TimingArgs { runs, json }
+    }
+}
 
 /// One benchmark case: a format and a `rows × cols` slice.
 #[derive(Clone, Copy, Debug)]

@@ -1,22 +1,6 @@
-//! Median wall time and the two output formats of `kernel-timing`: Markdown rows
+//! The two output formats of `kernel-timing`: Markdown rows
 //! `| case | kernel | ms | GB/s |` and JSON lines `{"case","kernel","ms","gbps"}` for
 //! `benches/chart.mjs`.
-
-use std::time::Instant;
-
-/// Median of `runs` timed calls of `f` in milliseconds, after one untimed warm-up call.
-pub fn median_ms(runs: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut t: Vec<f64> = (0..runs.max(1))
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    t.sort_by(f64::total_cmp);
-    t[t.len() / 2]
-}
 
 /// One measurement: a kernel on a case, streaming `bytes` of weights in `ms`.
 pub struct Row<'a> {

@@ -9,43 +9,15 @@
 //! ```
 
 use std::hint::black_box;
-use std::time::Instant;
 
-use cobordism_benches::CASES;
+use cobordism_benches::{median_ms, sequential_read, TimingArgs, CASES};
 use kquant::{Backend, QMatrix};
 
-fn median_ms(runs: usize, mut f: impl FnMut()) -> f64 {
-    f(); // warm-up
-    let mut t: Vec<f64> = (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    t.sort_by(f64::total_cmp);
-    t[t.len() / 2]
-}
-
-/// Reads every byte once (one u64 per 64-byte line plus the line's last byte).
-fn sequential_read(bytes: &[u8]) -> u64 {
-    bytes
-        .chunks_exact(64)
-        .map(|c| u64::from_le_bytes(c[..8].try_into().unwrap()) ^ u64::from(c[63]))
-        .fold(0, |a, b| a.wrapping_add(b))
-}
-
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let runs = args
-        .first()
-        .filter(|a| !a.starts_with("--"))
-        .map(|a| a.parse().expect("RUNS must be a number"))
-        .unwrap_or(7);
-    let json_path = args
-        .iter()
-        .position(|a| a == "--json")
-        .map(|i| args.get(i + 1).expect("--json FILE").clone());
+    let TimingArgs {
+        runs,
+        json: json_path,
+    } = TimingArgs::from_env();
     let mut json = String::new();
     let arch = std::env::consts::ARCH;
     println!("{arch}, median of {runs} runs after one warm-up");

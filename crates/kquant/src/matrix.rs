@@ -1,6 +1,6 @@
 //! The public entry points: a validated quantized matrix, its mat-vec and dequantization.
 
-use crate::arch::generic::{self, Job};
+use crate::arch::generic::{self, Job, Weights};
 use crate::{Backend, Block, BlockQ4K, BlockQ6K, Error, QK_K};
 
 /// A supported ggml quantization format.
@@ -205,33 +205,12 @@ impl<'a> QMatrix<'a> {
                 generic::prepare(x, q4k, prepared);
             }
         }
-        let prepared = &*scratch;
-        let rows = self.rows;
-        backend.run(match (self.ty, int8) {
-            (QuantType::Q4K, false) => Job::MatMulQ4K {
-                blocks: BlockQ4K::slice_from_bytes(self.bytes)?,
-                prepared,
-                out,
-                rows,
-            },
-            (QuantType::Q6K, false) => Job::MatMulQ6K {
-                blocks: BlockQ6K::slice_from_bytes(self.bytes)?,
-                prepared,
-                out,
-                rows,
-            },
-            (QuantType::Q4K, true) => Job::MatMulQ4KQ8 {
-                blocks: BlockQ4K::slice_from_bytes(self.bytes)?,
-                prepared,
-                out,
-                rows,
-            },
-            (QuantType::Q6K, true) => Job::MatMulQ6KQ8 {
-                blocks: BlockQ6K::slice_from_bytes(self.bytes)?,
-                prepared,
-                out,
-                rows,
-            },
+        backend.run(Job::MatMul {
+            weights: weights(self.ty, self.bytes)?,
+            int8,
+            prepared: scratch,
+            out,
+            rows: self.rows,
         });
         Ok(())
     }
@@ -295,24 +274,23 @@ pub fn dequantize_with(
     if !backend.is_available() {
         return Err(Error::BackendUnavailable);
     }
-    match ty {
-        QuantType::Q4K => {
-            let blocks = BlockQ4K::slice_from_bytes(bytes)?;
-            check_len("out", blocks.len() * QK_K, out.len())?;
-            backend.run(Job::DequantQ4K { blocks, out });
-        }
-        QuantType::Q6K => {
-            let blocks = BlockQ6K::slice_from_bytes(bytes)?;
-            check_len("out", blocks.len() * QK_K, out.len())?;
-            backend.run(Job::DequantQ6K { blocks, out });
-        }
-    }
+    let weights = weights(ty, bytes)?;
+    check_len("out", bytes.len() / ty.block_bytes() * QK_K, out.len())?;
+    backend.run(Job::Dequantize { weights, out });
     Ok(())
 }
 
 /// [`dequantize_with`] on [`Backend::best`].
 pub fn dequantize(ty: QuantType, bytes: &[u8], out: &mut [f32]) -> Result<(), Error> {
     dequantize_with(Backend::best(), ty, bytes, out)
+}
+
+/// `bytes` viewed as blocks of `ty`.
+fn weights(ty: QuantType, bytes: &[u8]) -> Result<Weights<'_>, Error> {
+    Ok(match ty {
+        QuantType::Q4K => Weights::Q4K(BlockQ4K::slice_from_bytes(bytes)?),
+        QuantType::Q6K => Weights::Q6K(BlockQ6K::slice_from_bytes(bytes)?),
+    })
 }
 
 fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), Error> {

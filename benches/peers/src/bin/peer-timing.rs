@@ -12,9 +12,9 @@
 
 use std::hint::black_box;
 
-use cobordism_benches::CASES;
+use cobordism_benches::{median_ms, TimingArgs, CASES};
 use cobordism_peers::candle::{candle_path, pin_threads, CandleMatrix};
-use cobordism_peers::timing::{median_ms, Row};
+use cobordism_peers::timing::Row;
 use kquant::{Backend, QMatrix};
 
 /// `max abs(a − b) / max abs(b)`.
@@ -26,16 +26,10 @@ fn max_rel_err(a: &[f32], b: &[f32]) -> f32 {
 
 fn main() {
     let threads = pin_threads();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let runs = args
-        .first()
-        .filter(|a| !a.starts_with("--"))
-        .map(|a| a.parse().expect("RUNS must be a number"))
-        .unwrap_or(7);
-    let json_path = args
-        .iter()
-        .position(|a| a == "--json")
-        .map(|i| args.get(i + 1).expect("--json FILE").clone());
+    let TimingArgs {
+        runs,
+        json: json_path,
+    } = TimingArgs::from_env();
     let arch = std::env::consts::ARCH;
     let best = Backend::best();
     let kquant_name = format!("{arch} {best}");

@@ -113,41 +113,27 @@ pub(crate) trait Vector: Copy {
     fn hsum_i32(self, a: Self::U) -> i32;
 }
 
+/// The weights of a job, in their block format.
+#[derive(Clone, Copy)]
+pub(crate) enum Weights<'a> {
+    Q4K(&'a [BlockQ4K]),
+    Q6K(&'a [BlockQ6K]),
+}
+
 /// One call's work, handed from the dispatcher to a backend.
 ///
-/// A mat-mul job holds `n` prepared vectors back to back in `prepared` and writes `n` results
-/// of `rows` floats back to back in `out`.
+/// A mat-mul job holds `n` prepared vectors back to back in `prepared` (exact or int8, as
+/// `int8` says) and writes `n` results of `rows` floats back to back in `out`.
 pub(crate) enum Job<'a> {
-    MatMulQ4K {
-        blocks: &'a [BlockQ4K],
+    MatMul {
+        weights: Weights<'a>,
+        int8: bool,
         prepared: &'a [f32],
         out: &'a mut [f32],
         rows: usize,
     },
-    MatMulQ6K {
-        blocks: &'a [BlockQ6K],
-        prepared: &'a [f32],
-        out: &'a mut [f32],
-        rows: usize,
-    },
-    MatMulQ4KQ8 {
-        blocks: &'a [BlockQ4K],
-        prepared: &'a [f32],
-        out: &'a mut [f32],
-        rows: usize,
-    },
-    MatMulQ6KQ8 {
-        blocks: &'a [BlockQ6K],
-        prepared: &'a [f32],
-        out: &'a mut [f32],
-        rows: usize,
-    },
-    DequantQ4K {
-        blocks: &'a [BlockQ4K],
-        out: &'a mut [f32],
-    },
-    DequantQ6K {
-        blocks: &'a [BlockQ6K],
+    Dequantize {
+        weights: Weights<'a>,
         out: &'a mut [f32],
     },
 }
@@ -157,36 +143,30 @@ pub(crate) enum Job<'a> {
 #[inline(always)]
 pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
     match job {
-        Job::MatMulQ4K {
-            blocks,
+        Job::MatMul {
+            weights,
+            int8,
             prepared,
             out,
             rows,
-        } => mat_mul(v, Q4K, blocks, prepared, out, rows),
-        Job::MatMulQ6K {
-            blocks,
-            prepared,
+        } => match (weights, int8) {
+            (Weights::Q4K(b), false) => mat_mul(v, Q4K, b, prepared, out, rows),
+            (Weights::Q6K(b), false) => mat_mul(v, Q6K, b, prepared, out, rows),
+            (Weights::Q4K(b), true) => mat_mul(v, Q4KQ8, b, prepared, out, rows),
+            (Weights::Q6K(b), true) => mat_mul(v, Q6KQ8, b, prepared, out, rows),
+        },
+        Job::Dequantize {
+            weights: Weights::Q4K(blocks),
             out,
-            rows,
-        } => mat_mul(v, Q6K, blocks, prepared, out, rows),
-        Job::MatMulQ4KQ8 {
-            blocks,
-            prepared,
-            out,
-            rows,
-        } => mat_mul(v, Q4KQ8, blocks, prepared, out, rows),
-        Job::MatMulQ6KQ8 {
-            blocks,
-            prepared,
-            out,
-            rows,
-        } => mat_mul(v, Q6KQ8, blocks, prepared, out, rows),
-        Job::DequantQ4K { blocks, out } => {
+        } => {
             for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
                 dequant_q4k(v, b, y);
             }
         }
-        Job::DequantQ6K { blocks, out } => {
+        Job::Dequantize {
+            weights: Weights::Q6K(blocks),
+            out,
+        } => {
             for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
                 dequant_q6k(v, b, y);
             }
