@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Load test of one local shard (workerd via Miniflare, loopback only) with wrk: C concurrent
-# connections for a fixed time against a 32768×5376 Q4_K slice; reports throughput, latency,
+# connections (default 4) for a fixed time against a 32768×5376 Q4_K slice; reports throughput, latency,
 # errors (must be zero) and memory before/after. Usage: scripts/load-test.sh [SECONDS] [CONNECTIONS]
 # The default 330 s at ~30 requests/s is over 10,000 requests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-330}
-connections=${2:-8}
+connections=${2:-4}
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 export PATH="$HOME/.cargo/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 [ -f worker/build/index.js ] || scripts/build-worker.sh >/dev/null
