@@ -93,6 +93,32 @@ impl BlockQ4K {
         }
     }
 
+    /// All eight 6-bit scales and all eight mins at once (as [`Self::scale_min`] for `s` in
+    /// 0..8), unpacked four bytes at a time.
+    pub fn scales_mins(&self) -> ([u8; 8], [u8; 8]) {
+        let word = |i: usize| {
+            u32::from_le_bytes([
+                self.scales[i],
+                self.scales[i + 1],
+                self.scales[i + 2],
+                self.scales[i + 3],
+            ])
+        };
+        let (w0, w1, w2) = (word(0), word(4), word(8));
+        let sc_lo = w0 & 0x3F3F_3F3F;
+        let m_lo = w1 & 0x3F3F_3F3F;
+        // (q >> 6) << 4 per byte is (q >> 2) & 0x30.
+        let sc_hi = (w2 & 0x0F0F_0F0F) | ((w0 >> 2) & 0x3030_3030);
+        let m_hi = ((w2 >> 4) & 0x0F0F_0F0F) | ((w1 >> 2) & 0x3030_3030);
+        let join = |lo: u32, hi: u32| {
+            let mut out = [0u8; 8];
+            out[..4].copy_from_slice(&lo.to_le_bytes());
+            out[4..].copy_from_slice(&hi.to_le_bytes());
+            out
+        };
+        (join(sc_lo, sc_hi), join(m_lo, m_hi))
+    }
+
     /// Packs eight 6-bit scales and mins into the 12-byte layout (inverse of [`Self::scale_min`]).
     pub fn pack_scales(sc: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
         let mut q = [0u8; 12];
@@ -179,6 +205,21 @@ mod tests {
         };
         for s in 0..8 {
             assert_eq!(b.scale_min(s), (sc[s], m[s]));
+        }
+    }
+
+    #[test]
+    fn all_scales_at_once_equal_one_at_a_time() {
+        let mut b = BlockQ4K::zeroed();
+        for seed in 0..2000u32 {
+            for (i, byte) in b.scales.iter_mut().enumerate() {
+                *byte = (seed.wrapping_mul(2_654_435_761) >> (i % 24)) as u8
+                    ^ (i as u8).wrapping_mul(37);
+            }
+            let (sc, m) = b.scales_mins();
+            for s in 0..8 {
+                assert_eq!(b.scale_min(s), (sc[s], m[s]), "scales {:?}", b.scales);
+            }
         }
     }
 }

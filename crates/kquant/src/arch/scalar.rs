@@ -119,6 +119,13 @@ impl Vector for Scalar {
         })
     }
     #[inline(always)]
+    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32 {
+        a.iter()
+            .zip(b)
+            .map(|(&x, &y)| i32::from(x) * i32::from(y))
+            .sum()
+    }
+    #[inline(always)]
     fn add_i32(self, a: [u32; 4], b: [u32; 4]) -> [u32; 4] {
         zip_u(a, b, u32::wrapping_add)
     }

@@ -32,9 +32,9 @@ use crate::{BlockQ4K, BlockQ6K, QK_K};
 
 /// f32-sized words of prepared activations for `cols` columns: the quants as i8 (four per
 /// word) and as i16 (two per word; backends without an 8-bit multiply use these), one scale per
-/// block, one i32 sum per 16 columns.
+/// block, one i16 sum per 16 columns (|sum| ≤ 16·127).
 pub(crate) const fn prepared_len(cols: usize) -> usize {
-    cols / 4 + cols / 2 + cols / QK_K + cols / 16
+    cols / 4 + cols / 2 + cols / QK_K + cols / 32
 }
 
 /// A prepared vector, viewed in its parts.
@@ -43,13 +43,13 @@ struct Prepared<'a> {
     xq8: &'a [i8],
     xq16: &'a [i16],
     dx: &'a [f32],
-    bsums: &'a [i32],
+    bsums: &'a [i16],
 }
 
 /// Splits a prepared vector into its parts.
 #[inline(always)]
 fn parts(prepared: &[f32]) -> Prepared<'_> {
-    let cols = prepared.len() / 209 * 256; // prepared_len(cols) = cols · 209/256
+    let cols = prepared.len() / 201 * 256; // prepared_len(cols) = cols · 201/256
     let (xq8, rest) = prepared.split_at(cols / 4);
     let (xq16, rest) = rest.split_at(cols / 2);
     let (dx, bsums) = rest.split_at(cols / QK_K);
@@ -69,7 +69,7 @@ pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
     let (dx, bsums) = rest.split_at_mut(cols / QK_K);
     let xq8: &mut [i8] = bytemuck::cast_slice_mut(xq8);
     let xq: &mut [i16] = bytemuck::cast_slice_mut(xq);
-    let bsums: &mut [i32] = bytemuck::cast_slice_mut(bsums);
+    let bsums: &mut [i16] = bytemuck::cast_slice_mut(bsums);
     let finite = x.iter().all(|v| v.is_finite());
     for (b, block) in x.chunks_exact(QK_K).enumerate() {
         let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
@@ -85,12 +85,20 @@ pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
             dx[b] = amax / 127.0;
         }
         for (g, sum) in bsums[16 * b..16 * (b + 1)].iter_mut().enumerate() {
-            *sum = q[16 * g..16 * (g + 1)].iter().map(|&v| i32::from(v)).sum();
+            *sum = q[16 * g..16 * (g + 1)].iter().sum(); // ≤ 16·127: fits i16
         }
     }
     for (narrow, &wide) in xq8.iter_mut().zip(xq.iter()) {
         *narrow = wide as i8; // |wide| ≤ 127
     }
+}
+
+/// The 16 group sums of `x` in block `i`.
+#[inline(always)]
+fn block_sums<'a>(x: &Prepared<'a>, i: usize) -> &'a [i16; 16] {
+    x.bsums[16 * i..16 * (i + 1)]
+        .try_into()
+        .expect("16 sums per block")
 }
 
 /// Adds `Σ q·scale·xq` over one chunk (its quants `q` start at column `at`) to `acc`.
@@ -125,11 +133,7 @@ impl RowKernel for Q6KQ8 {
                 }
             }
             for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&prepared) {
-                let offset: i32 = sc
-                    .iter()
-                    .zip(&x.bsums[16 * i..16 * (i + 1)])
-                    .map(|(&s, &bs)| i32::from(s) * bs)
-                    .sum();
+                let offset = v.dot16(&sc, block_sums(x, i));
                 let total = v.hsum_i32(sum).wrapping_sub(32 * offset);
                 *a += (d * x.dx[i]) * total as f32;
             }
@@ -150,11 +154,12 @@ impl RowKernel for Q4KQ8 {
         let prepared = xs.map(parts);
         let mut acc = [0.0f32; N];
         for (i, b) in row.iter().enumerate() {
-            let (mut sc, mut m) = ([0i16; 16], [0i32; 8]);
+            // Per 16-column group: the sub-block's scale and min (each used for two groups).
+            let (mut sc, mut m) = ([0i16; 16], [0i16; 16]);
             for s in 0..8 {
                 let (scale, min) = b.scale_min(s);
                 (sc[2 * s], sc[2 * s + 1]) = (i16::from(scale), i16::from(scale));
-                m[s] = i32::from(min);
+                (m[2 * s], m[2 * s + 1]) = (i16::from(min), i16::from(min));
             }
             let (d, dmin) = (f16_to_f32(b.d), f16_to_f32(b.dmin));
             let mut sums = [v.splat_u(0); N];
@@ -170,8 +175,7 @@ impl RowKernel for Q4KQ8 {
                 }
             }
             for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&prepared) {
-                let bs = &x.bsums[16 * i..16 * (i + 1)];
-                let mins: i32 = (0..8).map(|s| m[s] * (bs[2 * s] + bs[2 * s + 1])).sum();
+                let mins = v.dot16(&m, block_sums(x, i));
                 let total = v.hsum_i32(sum);
                 *a += (d * x.dx[i]) * total as f32 - (dmin * x.dx[i]) * mins as f32;
             }

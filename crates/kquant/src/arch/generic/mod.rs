@@ -107,6 +107,8 @@ pub(crate) trait Vector: Copy {
     /// scale of their 16-byte group (`scales[t / 16]`, |scale| ≤ 128), summed into `LANES` i32
     /// partial sums in any grouping (the sums are exact, so the grouping is free).
     fn dot_scaled(self, q: Self::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> Self::U;
+    /// `Σ a_i·b_i` over 16 i16 pairs whose products and sum fit i32 (exact).
+    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32;
     /// Lane-wise i32 addition.
     fn add_i32(self, a: Self::U, b: Self::U) -> Self::U;
     /// Sum of the i32 lanes.
@@ -286,14 +288,9 @@ fn q6k_scales(b: &BlockQ6K) -> [f32; 16] {
 #[inline(always)]
 fn q4k_scales(b: &BlockQ4K) -> ([f32; 16], [f32; 8]) {
     let (d, dmin) = (f16_to_f32(b.d), f16_to_f32(b.dmin));
-    let mut ds = [0.0; 16];
-    let mut dm = [0.0; 8];
-    for s in 0..8 {
-        let (sc, m) = b.scale_min(s);
-        ds[2 * s] = d * f32::from(sc);
-        ds[2 * s + 1] = ds[2 * s];
-        dm[s] = dmin * f32::from(m);
-    }
+    let (sc, m) = b.scales_mins();
+    let ds = core::array::from_fn(|j| d * f32::from(sc[j / 2]));
+    let dm = core::array::from_fn(|s| dmin * f32::from(m[s]));
     (ds, dm)
 }
 

@@ -114,6 +114,19 @@ impl Vector for Simd128 {
         i32x4_add(i32x4_dot_i16x8(lo, scale), i32x4_dot_i16x8(hi, scale))
     }
     #[inline(always)]
+    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32 {
+        // SAFETY: both arrays are 32 readable bytes.
+        let (a0, a1, b0, b1) = unsafe {
+            (
+                v128_load(a.as_ptr().cast()),
+                v128_load(a[8..].as_ptr().cast()),
+                v128_load(b.as_ptr().cast()),
+                v128_load(b[8..].as_ptr().cast()),
+            )
+        };
+        self.hsum_i32(i32x4_add(i32x4_dot_i16x8(a0, b0), i32x4_dot_i16x8(a1, b1)))
+    }
+    #[inline(always)]
     fn add_i32(self, a: v128, b: v128) -> v128 {
         i32x4_add(a, b)
     }

@@ -137,6 +137,17 @@ impl Vector for Avx2 {
         }
     }
     #[inline(always)]
+    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32 {
+        // SAFETY: see the impl; both arrays are 32 readable bytes.
+        let products = unsafe {
+            _mm256_madd_epi16(
+                _mm256_loadu_si256(a.as_ptr().cast()),
+                _mm256_loadu_si256(b.as_ptr().cast()),
+            )
+        };
+        self.hsum_i32(products)
+    }
+    #[inline(always)]
     fn add_i32(self, a: __m256i, b: __m256i) -> __m256i {
         // SAFETY: see the impl.
         unsafe { _mm256_add_epi32(a, b) }

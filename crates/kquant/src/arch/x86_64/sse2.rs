@@ -133,6 +133,22 @@ impl Vector for Sse2 {
         }
     }
     #[inline(always)]
+    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32 {
+        // SAFETY: see the impl; both arrays are 32 readable bytes.
+        let products = unsafe {
+            let lo = _mm_madd_epi16(
+                _mm_loadu_si128(a.as_ptr().cast()),
+                _mm_loadu_si128(b.as_ptr().cast()),
+            );
+            let hi = _mm_madd_epi16(
+                _mm_loadu_si128(a[8..].as_ptr().cast()),
+                _mm_loadu_si128(b[8..].as_ptr().cast()),
+            );
+            _mm_add_epi32(lo, hi)
+        };
+        self.hsum_i32(products)
+    }
+    #[inline(always)]
     fn add_i32(self, a: __m128i, b: __m128i) -> __m128i {
         // SAFETY: see the impl.
         unsafe { _mm_add_epi32(a, b) }
