@@ -22,8 +22,8 @@ fn main() {
     let arch = std::env::consts::ARCH;
     println!("{arch}, median of {runs} runs after one warm-up");
     println!();
-    println!("| case | kernel | ms | GB/s | vs scalar |");
-    println!("|---|---|---:|---:|---:|");
+    println!("| case | kernel | ms | GB/s | × memory floor | vs scalar |");
+    println!("|---|---|---:|---:|---:|---:|");
     let mut batches = Vec::new();
     for case in CASES {
         let (w, x) = case.data(1);
@@ -34,16 +34,22 @@ fn main() {
         let floor = median_ms(runs, || {
             black_box(sequential_read(black_box(&w)));
         });
-        println!(
-            "| {} | memory floor (sequential read) | {floor:.1} | {:.2} | |",
-            case.label(),
-            gb / (floor / 1e3)
-        );
-        json += &format!(
-            "{{\"case\":\"{}\",\"kernel\":\"{arch} memory floor\",\"ms\":{floor:.3},\"gbps\":{:.3}}}\n",
-            case.label(),
-            gb / (floor / 1e3)
-        );
+        // One row of the table and one JSON line for the chart.
+        let mut report = |kernel: &str, ms: f64, scalar_ms: Option<f64>| {
+            let vs_scalar = scalar_ms.map_or(String::new(), |s| format!("{:.1}×", s / ms));
+            println!(
+                "| {} | {kernel} | {ms:.1} | {:.2} | {:.2} | {vs_scalar} |",
+                case.label(),
+                gb / (ms / 1e3),
+                ms / floor
+            );
+            json += &format!(
+                "{{\"case\":\"{}\",\"kernel\":\"{arch} {kernel}\",\"ms\":{ms:.3},\"gbps\":{:.3}}}\n",
+                case.label(),
+                gb / (ms / 1e3)
+            );
+        };
+        report("memory floor", floor, None);
         let mut scalar_ms = None;
         for backend in Backend::available() {
             let ms = median_ms(runs, || {
@@ -51,17 +57,7 @@ fn main() {
                     .unwrap()
             });
             let base = *scalar_ms.get_or_insert(ms);
-            json += &format!(
-                "{{\"case\":\"{}\",\"kernel\":\"{arch} {backend}\",\"ms\":{ms:.3},\"gbps\":{:.3}}}\n",
-                case.label(),
-                gb / (ms / 1e3)
-            );
-            println!(
-                "| {} | {backend} | {ms:.1} | {:.2} | {:.1}× |",
-                case.label(),
-                gb / (ms / 1e3),
-                base / ms
-            );
+            report(backend.name(), ms, Some(base));
         }
         let best = Backend::best();
         let mut int8_scratch = vec![0.0; m.int8_scratch_len()];
@@ -69,17 +65,7 @@ fn main() {
             m.mat_mat_int8_with(best, black_box(&x), &mut out, &mut int8_scratch)
                 .unwrap()
         });
-        println!(
-            "| {} | {best} int8 (fast mode) | {ms:.1} | {:.2} | {:.1}× |",
-            case.label(),
-            gb / (ms / 1e3),
-            scalar_ms.unwrap_or(ms) / ms
-        );
-        json += &format!(
-            "{{\"case\":\"{}\",\"kernel\":\"{arch} {best} int8\",\"ms\":{ms:.3},\"gbps\":{:.3}}}\n",
-            case.label(),
-            gb / (ms / 1e3)
-        );
+        report(&format!("{best} int8"), ms, scalar_ms);
         let single = median_ms(runs, || {
             m.mat_vec_with(best, black_box(&x), &mut out, &mut scratch)
                 .unwrap()

@@ -23,7 +23,7 @@
 //! ```
 //!
 //! `d`, `dmin` are the block's f16 scales as f32, `q` the unsigned quants (0..63, 0..15),
-//! `sc`/`m` the sub-block scales and mins. The quantization of `x` costs about 4e-3 of
+//! `sc`/`m` the sub-block scales and mins. The quantization of `x` costs about 7e-3 of
 //! max |y| in accuracy (measured in `tests/int8.rs`); the exact kernels stay near 1e-7.
 
 use super::{f16_to_f32, q4k_chunk, q6k_chunk, RowKernel, Vector};
