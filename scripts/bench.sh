@@ -23,6 +23,10 @@ scripts/build-kquant-js.sh >/dev/null
 echo "kquant native / wasm…" >&2
 target/release/kernel-timing "$runs" --json "$out/native.jsonl" >"$out/native.md"
 wasi target/wasm32-wasip1/release/kernel-timing.wasm "$runs" --json "$out/wasm.jsonl" >"$out/wasm.md"
+echo "kquant aarch64 under qemu (emulated)…" >&2
+cargo build -q --release -p cobordism-benches --bin kernel-timing --target aarch64-unknown-linux-gnu
+qemu-aarch64 -L /usr/aarch64-linux-gnu target/aarch64-unknown-linux-gnu/release/kernel-timing 3 \
+  >"$out/aarch64.md"
 echo "candle native / wasm…" >&2
 target/release/peer-timing "$runs" --json "$out/peer-native.jsonl" >"$out/peer-native.md"
 wasi target/wasm32-wasip1/release/peer-timing.wasm "$runs" --json "$out/peer-wasm.jsonl" >"$out/peer-wasm.md"
@@ -72,6 +76,14 @@ $(cat "$out/native.md")
 ## kquant, wasm32 simd128 (Node 20, \`wasm32-wasip1\`)
 
 $(cat "$out/wasm.md")
+
+## kquant, aarch64 NEON under qemu-aarch64 (emulated: not a speed measurement)
+
+No aarch64 hardware is available here. Under qemu's emulation floating-point SIMD is computed
+in software, so these ratios say little about a real NEON core (integer-heavy int8 gains more
+than float-heavy exact); they are kept to show that the NEON backend runs the full shapes.
+
+$(cat "$out/aarch64.md")
 
 ## Peer: candle-core 0.11.1 (quantizes x to 8 bits, like kquant's int8 mode)
 
