@@ -5,15 +5,8 @@
 
 mod common;
 
-use common::{first_difference, hash_bits, random_blocks, random_x, Rng};
+use common::{first_difference, hash_bits, mat_vec, random_blocks, random_x, Rng};
 use kquant::{dequantize_with, Backend, Block, BlockQ4K, BlockQ6K, QMatrix, QuantType};
-
-fn mat_vec(backend: Backend, m: &QMatrix, x: &[f32]) -> Vec<f32> {
-    let mut out = vec![0.0; m.rows()];
-    let mut scratch = vec![0.0; m.scratch_len()];
-    m.mat_vec_with(backend, x, &mut out, &mut scratch).unwrap();
-    out
-}
 
 /// Runs `m·x` on every available backend and asserts all agree with scalar; returns the result.
 fn assert_backends_agree(m: &QMatrix, x: &[f32], case: &str) -> Vec<f32> {

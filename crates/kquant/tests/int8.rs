@@ -3,17 +3,9 @@
 
 mod common;
 
+use common::mat_mat_int8 as int8;
 use common::{first_difference, hash_bits, quantized_matrix, random_blocks, random_x, Rng};
 use kquant::{dequantize, Backend, Block, BlockQ4K, BlockQ6K, QMatrix, QuantType};
-
-fn int8(backend: Backend, m: &QMatrix, xs: &[f32]) -> Vec<f32> {
-    let n = xs.len() / m.cols();
-    let mut out = vec![0.0; n * m.rows()];
-    let mut scratch = vec![0.0; n * m.int8_scratch_len()];
-    m.mat_mat_int8_with(backend, xs, &mut out, &mut scratch)
-        .unwrap();
-    out
-}
 
 /// ggml's `nearest_int` written independently: round half to even.
 fn round_even(v: f32) -> i32 {

@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::{first_difference, same_bits};
+use common::{first_difference, mat_mat, mat_mat_int8, mat_vec, same_bits};
 use kquant::quantize::{quantize_row_q4k, quantize_row_q6k};
 use kquant::{
     dequantize_with, Backend, Block, BlockQ4K, BlockQ6K, Error, QMatrix, QuantType, QK_K,
@@ -172,30 +172,6 @@ fn matrix_and_xs(max_n: usize) -> impl Strategy<Value = (Matrix, Vec<f32>)> {
 
 /// A product on one backend: `(backend, matrix, vectors) → results`.
 type Product = fn(Backend, &QMatrix, &[f32]) -> Vec<f32>;
-
-fn mat_mat(backend: Backend, m: &QMatrix, xs: &[f32]) -> Vec<f32> {
-    let n = xs.len() / m.cols();
-    let mut out = vec![0.0; n * m.rows()];
-    let mut scratch = vec![0.0; n * m.scratch_len()];
-    m.mat_mat_with(backend, xs, &mut out, &mut scratch).unwrap();
-    out
-}
-
-fn mat_vec(backend: Backend, m: &QMatrix, x: &[f32]) -> Vec<f32> {
-    let mut out = vec![0.0; m.rows()];
-    let mut scratch = vec![0.0; m.scratch_len()];
-    m.mat_vec_with(backend, x, &mut out, &mut scratch).unwrap();
-    out
-}
-
-fn mat_mat_int8(backend: Backend, m: &QMatrix, xs: &[f32]) -> Vec<f32> {
-    let n = xs.len() / m.cols();
-    let mut out = vec![0.0; n * m.rows()];
-    let mut scratch = vec![0.0; n * m.int8_scratch_len()];
-    m.mat_mat_int8_with(backend, xs, &mut out, &mut scratch)
-        .unwrap();
-    out
-}
 
 /// Fails the case at the first element where `got` and `want` differ in bits (NaN = NaN).
 fn assert_same_bits(got: &[f32], want: &[f32], what: &str) -> Result<(), TestCaseError> {

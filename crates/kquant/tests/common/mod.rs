@@ -2,7 +2,7 @@
 //! bit comparison where any NaN equals any NaN.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use kquant::{quantize, Block, BlockQ4K, BlockQ6K, QuantType};
+use kquant::{quantize, Backend, Block, BlockQ4K, BlockQ6K, QMatrix, QuantType};
 
 pub use kquant::synth::SplitMix64 as Rng;
 
@@ -52,4 +52,31 @@ pub fn hash_bits(v: &[f32]) -> u64 {
             (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3)
         })
     })
+}
+
+/// `m·x` on `backend` (exact mode), scratch allocated here.
+pub fn mat_vec(backend: Backend, m: &QMatrix, x: &[f32]) -> Vec<f32> {
+    let mut out = vec![0.0; m.rows()];
+    let mut scratch = vec![0.0; m.scratch_len()];
+    m.mat_vec_with(backend, x, &mut out, &mut scratch).unwrap();
+    out
+}
+
+/// `n` products at once (exact mode); `xs` holds the `n` vectors back to back.
+pub fn mat_mat(backend: Backend, m: &QMatrix, xs: &[f32]) -> Vec<f32> {
+    let n = xs.len() / m.cols();
+    let mut out = vec![0.0; n * m.rows()];
+    let mut scratch = vec![0.0; n * m.scratch_len()];
+    m.mat_mat_with(backend, xs, &mut out, &mut scratch).unwrap();
+    out
+}
+
+/// `n` products at once in the int8 fast mode.
+pub fn mat_mat_int8(backend: Backend, m: &QMatrix, xs: &[f32]) -> Vec<f32> {
+    let n = xs.len() / m.cols();
+    let mut out = vec![0.0; n * m.rows()];
+    let mut scratch = vec![0.0; n * m.int8_scratch_len()];
+    m.mat_mat_int8_with(backend, xs, &mut out, &mut scratch)
+        .unwrap();
+    out
 }
