@@ -99,16 +99,22 @@ pub async fn ensure(cfg: &Config, env: &Env) -> Result<Residency, ApiError> {
         .bucket(BUCKET_BINDING)
         .map_err(|_| ApiError::config(format!("the R2 binding {BUCKET_BINDING} is missing")))?;
     let now = now_ms();
+    const HIT: Residency = Residency {
+        hit: true,
+        load_ms: 0.0,
+    };
     enum Next {
-        Hit { etag: String },
+        Hit,
+        /// Resident, but the manifest is due for a look: is its etag still this one?
+        Recheck {
+            etag: String,
+        },
         Wait(ApiError),
         Load,
     }
     let next = STATE.with_borrow(|s| match s {
-        State::Ready(r) if now - r.checked_ms < cfg.manifest_ttl_ms => Next::Hit {
-            etag: String::new(),
-        },
-        State::Ready(r) => Next::Hit {
+        State::Ready(r) if now - r.checked_ms < cfg.manifest_ttl_ms => Next::Hit,
+        State::Ready(r) => Next::Recheck {
             etag: r.etag.clone(),
         },
         State::Loading {
@@ -129,11 +135,8 @@ pub async fn ensure(cfg: &Config, env: &Env) -> Result<Residency, ApiError> {
     });
     match next {
         Next::Wait(e) => Err(e),
-        Next::Hit { etag } if etag.is_empty() => Ok(Residency {
-            hit: true,
-            load_ms: 0.0,
-        }),
-        Next::Hit { etag } => {
+        Next::Hit => Ok(HIT),
+        Next::Recheck { etag } => {
             let current = bucket.head(cfg.manifest_key()).await?.map(|o| o.etag());
             if current.as_deref() == Some(etag.as_str()) {
                 STATE.with_borrow_mut(|s| {
@@ -141,10 +144,7 @@ pub async fn ensure(cfg: &Config, env: &Env) -> Result<Residency, ApiError> {
                         r.checked_ms = now;
                     }
                 });
-                return Ok(Residency {
-                    hit: true,
-                    load_ms: 0.0,
-                });
+                return Ok(HIT);
             }
             // A new manifest (or none): drop the old slice, unless another request already did.
             let still_old = STATE.with_borrow(|s| matches!(s, State::Ready(r) if r.etag == etag));
