@@ -28,6 +28,8 @@ pub enum Backend {
     Sse2,
     /// x86_64 AVX2, 8 lanes, chosen at run time (with the `std` feature) or at compile time.
     Avx2,
+    /// x86_64 AVX-512 F + BW, 16 lanes, chosen like [`Backend::Avx2`].
+    Avx512,
     /// aarch64 Advanced SIMD, 4 lanes.
     Neon,
     /// WebAssembly simd128, 4 lanes; compiled in with `-C target-feature=+simd128`.
@@ -36,12 +38,13 @@ pub enum Backend {
 
 impl Backend {
     /// Every backend, fastest last.
-    pub const ALL: [Backend; 5] = [
+    pub const ALL: [Backend; 6] = [
         Backend::Scalar,
         Backend::Sse2,
         Backend::Neon,
         Backend::Simd128,
         Backend::Avx2,
+        Backend::Avx512,
     ];
 
     /// Its lower-case name, as used by benchmarks and the CLI.
@@ -50,6 +53,7 @@ impl Backend {
             Backend::Scalar => "scalar",
             Backend::Sse2 => "sse2",
             Backend::Avx2 => "avx2",
+            Backend::Avx512 => "avx512",
             Backend::Neon => "neon",
             Backend::Simd128 => "simd128",
         }
@@ -66,6 +70,7 @@ impl Backend {
             Backend::Scalar => true,
             Backend::Sse2 => cfg!(target_arch = "x86_64"),
             Backend::Avx2 => avx2_detected(),
+            Backend::Avx512 => avx512_detected(),
             Backend::Neon => cfg!(target_arch = "aarch64"),
             Backend::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
         }
@@ -88,6 +93,8 @@ impl Backend {
             Backend::Sse2 => x86_64::sse2::run(job),
             #[cfg(target_arch = "x86_64")]
             Backend::Avx2 => x86_64::avx2::run(job),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512 => x86_64::avx512::run(job),
             #[cfg(target_arch = "aarch64")]
             Backend::Neon => aarch64::neon::run(job),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -111,4 +118,18 @@ fn avx2_detected() -> bool {
 #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
 fn avx2_detected() -> bool {
     cfg!(all(target_arch = "x86_64", target_feature = "avx2"))
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+fn avx512_detected() -> bool {
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
+}
+
+#[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+fn avx512_detected() -> bool {
+    cfg!(all(
+        target_arch = "x86_64",
+        target_feature = "avx512f",
+        target_feature = "avx512bw"
+    ))
 }

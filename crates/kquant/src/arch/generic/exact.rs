@@ -16,10 +16,10 @@ fn q6k_weight<V: Vector>(v: V, q: V::U, k: u32) -> V::F {
     v.to_f32(v.sar(v.shl(q, 26 - 8 * k), 26))
 }
 
-/// Nibble of byte `k` of each lane of a [`q4k_chunk`](super::q4k_chunk), as f32.
+/// Low nibble of byte `k` of each lane of a [`q4k_chunk`](super::q4k_chunk), as f32.
 #[inline(always)]
-fn q4k_weight<V: Vector>(v: V, q: V::U, shift: u32, k: u32) -> V::F {
-    v.to_f32(v.and(v.shr(q, shift + 8 * k), v.splat_u(0xF)))
+fn q4k_weight<V: Vector>(v: V, q: V::U, k: u32) -> V::F {
+    v.to_f32(v.and(v.shr(q, 8 * k), v.splat_u(0xF)))
 }
 
 /// `((v0 + v1) + v2) + v3` with `v_k = w[k] · xt[16k..]`.
@@ -95,8 +95,8 @@ impl RowKernel for Q4K {
             let (ds, dm) = q4k_scales(b);
             for s in 0..4 {
                 for c in 0..16 / V::LANES {
-                    let (q, shift) = q4k_chunk(v, b, s, c);
-                    let w = [0, 1, 2, 3].map(|k| q4k_weight(v, q, shift, k));
+                    let q = q4k_chunk(v, b, s, c);
+                    let w = [0, 1, 2, 3].map(|k| q4k_weight(v, q, k));
                     let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
                     let at = 64 * s + c * V::LANES;
                     for (a, x) in acc.iter_mut().zip(xb) {
@@ -138,10 +138,10 @@ pub(super) fn dequant_q4k<V: Vector>(v: V, b: &BlockQ4K, y: &mut [f32]) {
     let dm: [f32; 16] = core::array::from_fn(|j| dm[j / 2]);
     for s in 0..4 {
         for c in 0..16 / V::LANES {
-            let (q, shift) = q4k_chunk(v, b, s, c);
+            let q = q4k_chunk(v, b, s, c);
             let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
             let min = v.splat_groups(&dm[4 * s + c * V::LANES / 4..]);
-            let w = [0, 1, 2, 3].map(|k| v.sub(v.mul(scale, q4k_weight(v, q, shift, k)), min));
+            let w = [0, 1, 2, 3].map(|k| v.sub(v.mul(scale, q4k_weight(v, q, k)), min));
             v.store_interleaved(w, &mut y[64 * s + 4 * c * V::LANES..]);
         }
     }

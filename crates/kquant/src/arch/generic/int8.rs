@@ -165,8 +165,7 @@ impl RowKernel for Q4KQ8 {
             let mut sums = [v.splat_u(0); N];
             for s in 0..4 {
                 for c in 0..16 / V::LANES {
-                    let (raw, shift) = q4k_chunk(v, b, s, c);
-                    let q = v.and(v.shr(raw, shift), v.splat_u(0x0F0F_0F0F));
+                    let q = v.and(q4k_chunk(v, b, s, c), v.splat_u(0x0F0F_0F0F));
                     let at = QK_K * i + 64 * s + 4 * V::LANES * c;
                     let scales = &sc[4 * s + c * V::LANES / 4..];
                     for (sum, x) in sums.iter_mut().zip(&prepared) {

@@ -67,7 +67,7 @@ use int8::{Q4KQ8, Q6KQ8};
 /// Every operation is lane-wise, so any width computes the same bits. The value of `Self` is a
 /// token proving that the backend's CPU features are present.
 pub(crate) trait Vector: Copy {
-    /// 4 or 8 (one step of 16 lanes is `16 / LANES` chunks).
+    /// 4, 8 or 16 (one step of 16 lanes is `16 / LANES` chunks).
     const LANES: usize;
     /// Test-only switch that makes this backend break the canonical order.
     const PERTURBED: bool = cfg!(feature = "perturb-order");
@@ -78,6 +78,20 @@ pub(crate) trait Vector: Copy {
 
     /// Loads `4·LANES` bytes as little-endian u32 lanes (`bytes` may be longer).
     fn load_u(self, bytes: &[u8]) -> Self::U;
+    /// Bytes `o..o + 4·LANES` of a 64-byte stream made of the 32 `bytes` twice, the second
+    /// copy shifted right by `shift` bits, as u32 lanes: `load_u(&bytes[o..])` for `o < 32`,
+    /// `shr(load_u(&bytes[o − 32..]), shift)` otherwise. Bits that a shift moves into the top of
+    /// a byte come from the byte above; callers mask them off. A 16-lane backend spans both
+    /// copies with one load.
+    #[inline(always)]
+    fn load_twice(self, bytes: &[u8], o: usize, shift: u32) -> Self::U {
+        let lanes = self.load_u(&bytes[o % 32..]);
+        if o < 32 {
+            lanes
+        } else {
+            self.shr(lanes, shift)
+        }
+    }
     fn splat_u(self, v: u32) -> Self::U;
     fn shr(self, a: Self::U, n: u32) -> Self::U;
     fn shl(self, a: Self::U, n: u32) -> Self::U;
@@ -300,17 +314,17 @@ fn q6k_chunk<V: Vector>(v: V, b: &BlockQ6K, s: usize, c: usize) -> V::U {
     let o = c * 4 * V::LANES;
     let (h, nib) = (s / 2, 4 * (s % 2) as u32);
     let ql = v.load_u(&b.ql[64 * h + o..]);
-    let qh = v.load_u(&b.qh[32 * h + o % 32..]);
+    let qh = v.load_twice(&b.qh[32 * h..32 * h + 32], o, 2);
     let lo = v.and(v.shr(ql, nib), v.splat_u(0x0F0F_0F0F));
-    let hi = v.and(v.shr(qh, nib + 2 * (o / 32) as u32), v.splat_u(0x0303_0303));
+    let hi = v.and(v.shr(qh, nib), v.splat_u(0x0303_0303));
     v.or(lo, v.shl(hi, 4))
 }
 
-/// The Q4_K quants of chunk `c` of step `s`, and the shift that selects their nibbles.
+/// The Q4_K quants of chunk `c` of step `s`, their nibble in the low half of each byte (the
+/// high half still holds other bits: callers mask).
 #[inline(always)]
-fn q4k_chunk<V: Vector>(v: V, b: &BlockQ4K, s: usize, c: usize) -> (V::U, u32) {
-    let o = c * 4 * V::LANES;
-    (v.load_u(&b.qs[32 * s + o % 32..]), 4 * (o / 32) as u32)
+fn q4k_chunk<V: Vector>(v: V, b: &BlockQ4K, s: usize, c: usize) -> V::U {
+    v.load_twice(&b.qs[32 * s..32 * s + 32], c * 4 * V::LANES, 4)
 }
 
 #[cfg(test)]

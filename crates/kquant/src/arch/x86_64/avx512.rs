@@ -1,0 +1,202 @@
+//! The generic kernels over AVX-512 `__m512` / `__m512i`: 16 lanes, a whole step (four
+//! sub-blocks) per register.
+//!
+//! With 16 lanes a Q6_K `qh` chunk or a Q4_K `qs` chunk covers both 32-byte copies of
+//! [`Vector::load_twice`]: the 32 bytes are loaded once and the upper half shifted, so a step is
+//! one load of each source.
+
+use core::arch::x86_64::*;
+
+use crate::arch::generic::{self, Job, Vector};
+
+/// Token for AVX-512 F + BW; only [`run`] makes one, after the backend was found available.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx512(());
+
+// Every method below calls AVX-512 (F, BW) or AVX2 intrinsics (AVX-512 F implies AVX2).
+// SAFETY (for each `unsafe` block in this impl): an `Avx512` token exists only inside
+// `run_avx512`, which runs only when AVX-512 F and BW were detected; the methods are
+// `inline(always)` into that `#[target_feature(enable = "avx512f,avx512bw")]` function. Loads
+// and stores go through slices of the exact length they touch.
+impl Vector for Avx512 {
+    const LANES: usize = 16;
+    type U = __m512i;
+    type F = __m512;
+
+    #[inline(always)]
+    fn load_u(self, bytes: &[u8]) -> __m512i {
+        let b = &bytes[..64];
+        // SAFETY: see the impl; `b` is 64 readable bytes.
+        unsafe { _mm512_loadu_si512(b.as_ptr().cast()) }
+    }
+    #[inline(always)]
+    fn load_twice(self, bytes: &[u8], o: usize, shift: u32) -> __m512i {
+        debug_assert_eq!(o, 0, "16 lanes cover the whole 64-byte stream");
+        let b = &bytes[..32];
+        // SAFETY: see the impl; `b` is 32 readable bytes.
+        unsafe {
+            let low = _mm256_loadu_si256(b.as_ptr().cast());
+            let high = _mm256_srl_epi32(low, _mm_cvtsi32_si128(shift as i32));
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high)
+        }
+    }
+    #[inline(always)]
+    fn splat_u(self, v: u32) -> __m512i {
+        // SAFETY: see the impl.
+        unsafe { _mm512_set1_epi32(v as i32) }
+    }
+    #[inline(always)]
+    fn shr(self, a: __m512i, n: u32) -> __m512i {
+        // SAFETY: see the impl.
+        unsafe { _mm512_srl_epi32(a, _mm_cvtsi32_si128(n as i32)) }
+    }
+    #[inline(always)]
+    fn shl(self, a: __m512i, n: u32) -> __m512i {
+        // SAFETY: see the impl.
+        unsafe { _mm512_sll_epi32(a, _mm_cvtsi32_si128(n as i32)) }
+    }
+    #[inline(always)]
+    fn sar(self, a: __m512i, n: u32) -> __m512i {
+        // SAFETY: see the impl.
+        unsafe { _mm512_sra_epi32(a, _mm_cvtsi32_si128(n as i32)) }
+    }
+    #[inline(always)]
+    fn and(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: see the impl.
+        unsafe { _mm512_and_si512(a, b) }
+    }
+    #[inline(always)]
+    fn or(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: see the impl.
+        unsafe { _mm512_or_si512(a, b) }
+    }
+    #[inline(always)]
+    fn xor(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: see the impl.
+        unsafe { _mm512_xor_si512(a, b) }
+    }
+    #[inline(always)]
+    fn to_f32(self, a: __m512i) -> __m512 {
+        // SAFETY: see the impl.
+        unsafe { _mm512_cvtepi32_ps(a) }
+    }
+    #[inline(always)]
+    fn load_f(self, xs: &[f32]) -> __m512 {
+        let x = &xs[..16];
+        // SAFETY: see the impl; `x` is 16 readable floats.
+        unsafe { _mm512_loadu_ps(x.as_ptr()) }
+    }
+    #[inline(always)]
+    fn splat_f(self, v: f32) -> __m512 {
+        // SAFETY: see the impl.
+        unsafe { _mm512_set1_ps(v) }
+    }
+    #[inline(always)]
+    fn splat_groups(self, s: &[f32]) -> __m512 {
+        let s = &s[..4];
+        // SAFETY: see the impl; `s` is 4 readable floats, spread to 4 lanes each.
+        unsafe {
+            let groups = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+            _mm512_permutexvar_ps(groups, _mm512_castps128_ps512(_mm_loadu_ps(s.as_ptr())))
+        }
+    }
+    #[inline(always)]
+    fn add(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: see the impl.
+        unsafe { _mm512_add_ps(a, b) }
+    }
+    #[inline(always)]
+    fn sub(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: see the impl.
+        unsafe { _mm512_sub_ps(a, b) }
+    }
+    #[inline(always)]
+    fn mul(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: see the impl.
+        unsafe { _mm512_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    fn store(self, a: __m512, out: &mut [f32]) {
+        let o = &mut out[..16];
+        // SAFETY: see the impl; `o` is 16 writable floats.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), a) }
+    }
+    #[inline(always)]
+    fn store_interleaved(self, v: [__m512; 4], out: &mut [f32]) {
+        // SAFETY: see the impl. A 4×4 transpose inside each 128-bit block (block `m` then holds
+        // lane `4m + i` of the four vectors in row `r_i`), then a 4×4 transpose of the blocks.
+        let rows = unsafe {
+            let t0 = _mm512_unpacklo_ps(v[0], v[1]);
+            let t1 = _mm512_unpackhi_ps(v[0], v[1]);
+            let t2 = _mm512_unpacklo_ps(v[2], v[3]);
+            let t3 = _mm512_unpackhi_ps(v[2], v[3]);
+            let r0 = _mm512_shuffle_ps::<0x44>(t0, t2);
+            let r1 = _mm512_shuffle_ps::<0xEE>(t0, t2);
+            let r2 = _mm512_shuffle_ps::<0x44>(t1, t3);
+            let r3 = _mm512_shuffle_ps::<0xEE>(t1, t3);
+            let s0 = _mm512_shuffle_f32x4::<0x44>(r0, r1);
+            let s1 = _mm512_shuffle_f32x4::<0x44>(r2, r3);
+            let s2 = _mm512_shuffle_f32x4::<0xEE>(r0, r1);
+            let s3 = _mm512_shuffle_f32x4::<0xEE>(r2, r3);
+            [
+                _mm512_shuffle_f32x4::<0x88>(s0, s1),
+                _mm512_shuffle_f32x4::<0xDD>(s0, s1),
+                _mm512_shuffle_f32x4::<0x88>(s2, s3),
+                _mm512_shuffle_f32x4::<0xDD>(s2, s3),
+            ]
+        };
+        for (r, o) in rows.into_iter().zip(out[..64].chunks_exact_mut(16)) {
+            self.store(r, o);
+        }
+    }
+    #[inline(always)]
+    fn dot_scaled(self, q: __m512i, xq8: &[i8], _: &[i16], scales: &[i16]) -> __m512i {
+        let x = &xq8[..64];
+        let s: [i32; 4] = core::array::from_fn(|g| i32::from(scales[g]) & 0xFFFF);
+        let s = s.map(|g| g | g << 16); // the group's i16 scale in both halves of a lane
+        // SAFETY: see the impl; `x` is 64 readable bytes. `maddubs` multiplies the unsigned
+        // quants (≤ 63) by the signed x and adds pairs into i16 (≤ 2·63·127, no saturation);
+        // `madd` multiplies those by the group's scale and adds pairs into i32.
+        unsafe {
+            let pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(x.as_ptr().cast()));
+            let scale = _mm512_set_epi32(
+                s[3], s[3], s[3], s[3], s[2], s[2], s[2], s[2], s[1], s[1], s[1], s[1], s[0], s[0],
+                s[0], s[0],
+            );
+            _mm512_madd_epi16(pairs, scale)
+        }
+    }
+    #[inline(always)]
+    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32 {
+        // SAFETY: see the impl; both arrays are 32 readable bytes.
+        unsafe {
+            let products = _mm256_madd_epi16(
+                _mm256_loadu_si256(a.as_ptr().cast()),
+                _mm256_loadu_si256(b.as_ptr().cast()),
+            );
+            _mm512_reduce_add_epi32(_mm512_zextsi256_si512(products))
+        }
+    }
+    #[inline(always)]
+    fn add_i32(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: see the impl.
+        unsafe { _mm512_add_epi32(a, b) }
+    }
+    #[inline(always)]
+    fn hsum_i32(self, a: __m512i) -> i32 {
+        // SAFETY: see the impl.
+        unsafe { _mm512_reduce_add_epi32(a) }
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw")]
+fn run_avx512(job: Job<'_>) {
+    generic::run(Avx512(()), job);
+}
+
+/// Runs a job on AVX-512; the caller has checked that AVX-512 F and BW are available.
+pub(crate) fn run(job: Job<'_>) {
+    debug_assert!(crate::Backend::Avx512.is_available());
+    // SAFETY: the dispatcher only picks AVX-512 after `Backend::Avx512.is_available()`.
+    unsafe { run_avx512(job) }
+}
