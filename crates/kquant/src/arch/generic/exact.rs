@@ -4,22 +4,16 @@
 use super::{q4k_chunk, q4k_scales, q6k_chunk, q6k_scales, RowKernel, Vector};
 use crate::{BlockQ4K, BlockQ6K, QK_K};
 
-/// The Q6_K quants of a chunk as `q − 32` in 6-bit two's complement per byte (`q ^ 0x20`).
-#[inline(always)]
-fn q6k_signed<V: Vector>(v: V, b: &BlockQ6K, s: usize, c: usize) -> V::U {
-    v.xor(q6k_chunk(v, b, s, c), v.splat_u(0x2020_2020))
-}
-
-/// Byte `k` of each lane of a [`q6k_signed`] chunk, sign-extended from 6 bits, as f32.
+/// Byte `k` of each lane of a [`q6k_chunk`] as the f32 `q − 32`.
 #[inline(always)]
 fn q6k_weight<V: Vector>(v: V, q: V::U, k: u32) -> V::F {
-    v.to_f32(v.sar(v.shl(q, 26 - 8 * k), 26))
+    v.unpack_byte(q, k, 6, 32)
 }
 
-/// Low nibble of byte `k` of each lane of a [`q4k_chunk`](super::q4k_chunk), as f32.
+/// Low nibble of byte `k` of each lane of a [`q4k_chunk`], as f32.
 #[inline(always)]
 fn q4k_weight<V: Vector>(v: V, q: V::U, k: u32) -> V::F {
-    v.to_f32(v.and(v.shr(q, 8 * k), v.splat_u(0xF)))
+    v.unpack_byte(q, k, 4, 0)
 }
 
 /// `((v0 + v1) + v2) + v3` with `v_k = w[k] · xt[16k..]`.
@@ -60,9 +54,9 @@ impl RowKernel for Q6K {
         for (i, b) in row.iter().enumerate() {
             let xb = blocks_of_x.map(|x| &x[i]);
             let ds = q6k_scales(b);
-            for s in 0..4 {
+            each_step!(V, s => {
                 for c in 0..16 / V::LANES {
-                    let q = q6k_signed(v, b, s, c);
+                    let q = q6k_chunk(v, b, s, c);
                     let w = [0, 1, 2, 3].map(|k| q6k_weight(v, q, k));
                     let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
                     let at = 64 * s + c * V::LANES;
@@ -71,7 +65,7 @@ impl RowKernel for Q6K {
                         a[c] = v.add(a[c], v.mul(scale, p));
                     }
                 }
-            }
+            });
         }
         acc.map(|a| reduce(v, a))
     }
@@ -124,7 +118,7 @@ pub(super) fn dequant_q6k<V: Vector>(v: V, b: &BlockQ6K, y: &mut [f32]) {
     let ds = q6k_scales(b);
     for s in 0..4 {
         for c in 0..16 / V::LANES {
-            let q = q6k_signed(v, b, s, c);
+            let q = q6k_chunk(v, b, s, c);
             let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
             let w = [0, 1, 2, 3].map(|k| v.mul(scale, q6k_weight(v, q, k)));
             v.store_interleaved(w, &mut y[64 * s + 4 * c * V::LANES..]);

@@ -20,6 +20,7 @@ pub(crate) struct Avx512(());
 // and stores go through slices of the exact length they touch.
 impl Vector for Avx512 {
     const LANES: usize = 16;
+    const UNROLL_STEPS: bool = true;
     type U = __m512i;
     type F = __m512;
 
@@ -79,6 +80,25 @@ impl Vector for Avx512 {
     fn to_f32(self, a: __m512i) -> __m512 {
         // SAFETY: see the impl.
         unsafe { _mm512_cvtepi32_ps(a) }
+    }
+    #[inline(always)]
+    fn unpack_byte(self, q: __m512i, k: u32, bits: u32, bias: u32) -> __m512 {
+        // A byte shuffle moves byte `k` of each lane to byte 0 and zeroes the rest; its low
+        // `bits` bits or-ed with 0x4B00_0000 are the f32 2²³ + u (exact), and one addition of
+        // −(2²³ + bias) leaves u − bias (exact). No int→float conversion.
+        // Within each 128-bit block, lane l takes byte 4·l + k; index bytes 0x80 give zeros.
+        let index: [u32; 16] = core::array::from_fn(|l| 0x8080_8000 | (4 * (l as u32 % 4) + k));
+        let mask = self.splat_u((1 << bits) - 1);
+        // SAFETY: see the impl; `index` is 64 bytes.
+        unsafe {
+            let index = _mm512_loadu_si512(index.as_ptr().cast());
+            let u = self.and(_mm512_shuffle_epi8(q, index), mask);
+            let magic = self.or(u, self.splat_u(0x4B00_0000));
+            _mm512_add_ps(
+                _mm512_castsi512_ps(magic),
+                _mm512_set1_ps(-(8_388_608.0 + bias as f32)),
+            )
+        }
     }
     #[inline(always)]
     fn load_f(self, xs: &[f32]) -> __m512 {
@@ -154,9 +174,9 @@ impl Vector for Avx512 {
         let x = &xq8[..64];
         let s: [i32; 4] = core::array::from_fn(|g| i32::from(scales[g]) & 0xFFFF);
         let s = s.map(|g| g | g << 16); // the group's i16 scale in both halves of a lane
-        // SAFETY: see the impl; `x` is 64 readable bytes. `maddubs` multiplies the unsigned
-        // quants (≤ 63) by the signed x and adds pairs into i16 (≤ 2·63·127, no saturation);
-        // `madd` multiplies those by the group's scale and adds pairs into i32.
+                                        // SAFETY: see the impl; `x` is 64 readable bytes. `maddubs` multiplies the unsigned
+                                        // quants (≤ 63) by the signed x and adds pairs into i16 (≤ 2·63·127, no saturation);
+                                        // `madd` multiplies those by the group's scale and adds pairs into i32.
         unsafe {
             let pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(x.as_ptr().cast()));
             let scale = _mm512_set_epi32(
