@@ -137,16 +137,10 @@ pub(crate) trait Vector: Copy {
     /// Lanes as i32, converted to f32 (exact for the small integers used here).
     fn to_f32(self, a: Self::U) -> Self::F;
     /// The low `bits` bits of byte `k` of each lane, `u`, as the exact f32 `u − bias`, where
-    /// `bias` is 0 or `2^(bits − 1)` (then `u ^ bias` is `u − bias` in `bits`-bit two's
-    /// complement, sign-extended by a shift pair).
+    /// `bias` is 0 or `2^(bits − 1)`. Backends override it where a faster exact way exists.
     #[inline(always)]
     fn unpack_byte(self, q: Self::U, k: u32, bits: u32, bias: u32) -> Self::F {
-        if bias == 0 {
-            self.to_f32(self.and(self.shr(q, 8 * k), self.splat_u((1 << bits) - 1)))
-        } else {
-            let signed = self.xor(q, self.splat_u(bias * 0x0101_0101));
-            self.to_f32(self.sar(self.shl(signed, 32 - bits - 8 * k), 32 - bits))
-        }
+        unpack_byte_by_shifts(self, q, k, bits, bias)
     }
 
     /// Loads `LANES` floats (`xs` may be longer).
@@ -173,6 +167,25 @@ pub(crate) trait Vector: Copy {
     fn add_i32(self, a: Self::U, b: Self::U) -> Self::U;
     /// Sum of the i32 lanes.
     fn hsum_i32(self, a: Self::U) -> i32;
+}
+
+/// [`Vector::unpack_byte`] with shifts and an int→float conversion: a shift and a mask for
+/// `bias = 0`; else `u ^ bias`, which is `u − bias` in `bits`-bit two's complement,
+/// sign-extended by a shift pair.
+#[inline(always)]
+pub(crate) fn unpack_byte_by_shifts<V: Vector>(
+    v: V,
+    q: V::U,
+    k: u32,
+    bits: u32,
+    bias: u32,
+) -> V::F {
+    if bias == 0 {
+        v.to_f32(v.and(v.shr(q, 8 * k), v.splat_u((1 << bits) - 1)))
+    } else {
+        let signed = v.xor(q, v.splat_u(bias * 0x0101_0101));
+        v.to_f32(v.sar(v.shl(signed, 32 - bits - 8 * k), 32 - bits))
+    }
 }
 
 /// The weights of a job, in their block format.

@@ -64,6 +64,28 @@ impl Vector for Avx2 {
         unsafe { _mm256_cvtepi32_ps(a) }
     }
     #[inline(always)]
+    fn unpack_byte(self, q: __m256i, k: u32, bits: u32, bias: u32) -> __m256 {
+        if bias == 0 {
+            return generic::unpack_byte_by_shifts(self, q, k, bits, bias);
+        }
+        // As in the AVX-512 backend: byte `k` of each lane moved to byte 0 by a shuffle (lane l
+        // of each 128-bit half takes byte 4·l + k; index bytes 0x80 give zeros), or-ed into
+        // the f32 2²³ + u (exact), then one exact addition of −(2²³ + bias). Faster for the
+        // signed Q6_K quants (17.8 against 19.8 ms); for Q4_K's nibbles the shifts are (the
+        // shuffle version took 17 against 12.8 ms).
+        let index: [u32; 8] = core::array::from_fn(|l| 0x8080_8000 | (4 * (l as u32 % 4) + k));
+        let u = self.and(q, self.splat_u(((1 << bits) - 1) * 0x0101_0101));
+        // SAFETY: see the impl; `index` is 32 bytes.
+        unsafe {
+            let index = _mm256_loadu_si256(index.as_ptr().cast());
+            let magic = self.or(_mm256_shuffle_epi8(u, index), self.splat_u(0x4B00_0000));
+            _mm256_add_ps(
+                _mm256_castsi256_ps(magic),
+                _mm256_set1_ps(-(8_388_608.0 + bias as f32)),
+            )
+        }
+    }
+    #[inline(always)]
     fn load_f(self, xs: &[f32]) -> __m256 {
         let x = &xs[..8];
         // SAFETY: see the impl; `x` is 8 readable floats.
