@@ -152,6 +152,35 @@ fn edge_cases_agree_on_every_backend() {
     }
 }
 
+/// Every f16 bit pattern as a block's `d` (and, for Q4_K, as `dmin`): backends that convert f16
+/// in hardware (F16C) must give the generic conversion's bits, NaNs and subnormals included.
+#[test]
+fn every_f16_scale_agrees_on_every_backend() {
+    let mut rng = Rng::new(0xF16);
+    for ty in QuantType::ALL {
+        let (rows, per_row) = (256, 256); // 65536 blocks: one per f16 value
+        let mut w = random_blocks(&mut rng, ty, rows * per_row);
+        match ty {
+            QuantType::Q4K => {
+                let blocks = BlockQ4K::slice_from_bytes_mut(&mut w).unwrap();
+                for (i, b) in blocks.iter_mut().enumerate() {
+                    b.d = (i as u16).to_le_bytes();
+                    b.dmin = (i as u16).reverse_bits().to_le_bytes();
+                }
+            }
+            QuantType::Q6K => {
+                let blocks = BlockQ6K::slice_from_bytes_mut(&mut w).unwrap();
+                for (i, b) in blocks.iter_mut().enumerate() {
+                    b.d = (i as u16).to_le_bytes();
+                }
+            }
+        }
+        let m = QMatrix::new(ty, &w, rows, 256 * per_row).unwrap();
+        let x = random_x(&mut rng, m.cols());
+        assert_backends_agree(&m, &x, &format!("{ty:?} with every f16 scale"));
+    }
+}
+
 /// Hashes of fixed-seed results: identical on every architecture and backend.
 #[test]
 fn golden_hashes_are_the_same_on_every_architecture() {

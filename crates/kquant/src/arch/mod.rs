@@ -26,9 +26,10 @@ pub enum Backend {
     Scalar,
     /// x86_64 SSE2, 4 lanes (every x86_64 CPU has it).
     Sse2,
-    /// x86_64 AVX2, 8 lanes, chosen at run time (with the `std` feature) or at compile time.
+    /// x86_64 AVX2 (+ F16C), 8 lanes, chosen at run time (with the `std` feature) or at
+    /// compile time.
     Avx2,
-    /// x86_64 AVX-512 F + BW, 16 lanes, chosen like [`Backend::Avx2`].
+    /// x86_64 AVX-512 F + BW (+ F16C), 16 lanes, chosen like [`Backend::Avx2`].
     Avx512,
     /// aarch64 Advanced SIMD, 4 lanes.
     Neon,
@@ -112,17 +113,23 @@ impl fmt::Display for Backend {
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 fn avx2_detected() -> bool {
-    std::is_x86_feature_detected!("avx2")
+    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c")
 }
 
 #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
 fn avx2_detected() -> bool {
-    cfg!(all(target_arch = "x86_64", target_feature = "avx2"))
+    cfg!(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "f16c"
+    ))
 }
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 fn avx512_detected() -> bool {
-    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
+    std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("f16c")
 }
 
 #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
@@ -130,6 +137,7 @@ fn avx512_detected() -> bool {
     cfg!(all(
         target_arch = "x86_64",
         target_feature = "avx512f",
-        target_feature = "avx512bw"
+        target_feature = "avx512bw",
+        target_feature = "f16c"
     ))
 }

@@ -53,7 +53,7 @@ impl RowKernel for Q6K {
         let blocks_of_x = xs.map(|x| x.as_chunks::<QK_K>().0);
         for (i, b) in row.iter().enumerate() {
             let xb = blocks_of_x.map(|x| &x[i]);
-            let ds = q6k_scales(b);
+            let ds = q6k_scales(v, b);
             each_step!(V, s => {
                 for c in 0..16 / V::LANES {
                     let q = q6k_chunk(v, b, s, c);
@@ -86,7 +86,7 @@ impl RowKernel for Q4K {
         let blocks_of_x = xs.map(|x| x[..cols].as_chunks::<QK_K>().0);
         for (i, b) in row.iter().enumerate() {
             let xb = blocks_of_x.map(|x| &x[i]);
-            let (ds, dm) = q4k_scales(b);
+            let (ds, dm) = q4k_scales(v, b);
             for s in 0..4 {
                 for c in 0..16 / V::LANES {
                     let q = q4k_chunk(v, b, s, c);
@@ -115,7 +115,7 @@ impl RowKernel for Q4K {
 
 #[inline(always)]
 pub(super) fn dequant_q6k<V: Vector>(v: V, b: &BlockQ6K, y: &mut [f32]) {
-    let ds = q6k_scales(b);
+    let ds = q6k_scales(v, b);
     for s in 0..4 {
         for c in 0..16 / V::LANES {
             let q = q6k_chunk(v, b, s, c);
@@ -128,7 +128,7 @@ pub(super) fn dequant_q6k<V: Vector>(v: V, b: &BlockQ6K, y: &mut [f32]) {
 
 #[inline(always)]
 pub(super) fn dequant_q4k<V: Vector>(v: V, b: &BlockQ4K, y: &mut [f32]) {
-    let (ds, dm) = q4k_scales(b);
+    let (ds, dm) = q4k_scales(v, b);
     let dm: [f32; 16] = core::array::from_fn(|j| dm[j / 2]);
     for s in 0..4 {
         for c in 0..16 / V::LANES {

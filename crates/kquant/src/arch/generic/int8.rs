@@ -26,7 +26,7 @@
 //! `sc`/`m` the sub-block scales and mins. The quantization of `x` costs about 7e-3 of
 //! max |y| in accuracy (measured in `tests/int8.rs`); the exact kernels stay near 1e-7.
 
-use super::{f16_to_f32, q4k_chunk, q6k_chunk, RowKernel, Vector};
+use super::{q4k_chunk, q6k_chunk, RowKernel, Vector};
 use crate::quantize::nearest_int;
 use crate::{BlockQ4K, BlockQ6K, QK_K};
 
@@ -120,7 +120,7 @@ impl RowKernel for Q6KQ8 {
         let mut acc = [0.0f32; N];
         for (i, b) in row.iter().enumerate() {
             let sc: [i16; 16] = core::array::from_fn(|j| i16::from(b.scale(j)));
-            let d = f16_to_f32(b.d);
+            let d = v.f16_to_f32(b.d);
             let mut sums = [v.splat_u(0); N];
             for s in 0..4 {
                 for c in 0..16 / V::LANES {
@@ -161,7 +161,7 @@ impl RowKernel for Q4KQ8 {
                 (sc[2 * s], sc[2 * s + 1]) = (i16::from(scale), i16::from(scale));
                 (m[2 * s], m[2 * s + 1]) = (i16::from(min), i16::from(min));
             }
-            let (d, dmin) = (f16_to_f32(b.d), f16_to_f32(b.dmin));
+            let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
             let mut sums = [v.splat_u(0); N];
             for s in 0..4 {
                 for c in 0..16 / V::LANES {

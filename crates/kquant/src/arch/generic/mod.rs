@@ -143,6 +143,13 @@ pub(crate) trait Vector: Copy {
         unpack_byte_by_shifts(self, q, k, bits, bias)
     }
 
+    /// An f16 (little-endian bytes) as f32; exact, as [`f16_to_f32`]. Backends with a hardware
+    /// conversion use it.
+    #[inline(always)]
+    fn f16_to_f32(self, h: [u8; 2]) -> f32 {
+        f16_to_f32(h)
+    }
+
     /// Loads `LANES` floats (`xs` may be longer).
     fn load_f(self, xs: &[f32]) -> Self::F;
     fn splat_f(self, v: f32) -> Self::F;
@@ -351,16 +358,16 @@ pub(crate) fn f16_to_f32(h: [u8; 2]) -> f32 {
 
 /// `d · f32(scale_j)` for the 16 sub-blocks of a Q6_K block.
 #[inline(always)]
-fn q6k_scales(b: &BlockQ6K) -> [f32; 16] {
-    let d = f16_to_f32(b.d);
+fn q6k_scales<V: Vector>(v: V, b: &BlockQ6K) -> [f32; 16] {
+    let d = v.f16_to_f32(b.d);
     core::array::from_fn(|j| d * f32::from(b.scale(j)))
 }
 
 /// For a Q4_K block: `d · f32(sc)` per 16-weight group (two per sub-block), and `dmin · f32(m)`
 /// per 32-weight sub-block.
 #[inline(always)]
-fn q4k_scales(b: &BlockQ4K) -> ([f32; 16], [f32; 8]) {
-    let (d, dmin) = (f16_to_f32(b.d), f16_to_f32(b.dmin));
+fn q4k_scales<V: Vector>(v: V, b: &BlockQ4K) -> ([f32; 16], [f32; 8]) {
+    let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
     let (sc, m) = b.scales_mins();
     let ds = core::array::from_fn(|j| d * f32::from(sc[j / 2]));
     let dm = core::array::from_fn(|s| dmin * f32::from(m[s]));

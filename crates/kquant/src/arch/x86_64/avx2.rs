@@ -8,9 +8,9 @@ use crate::arch::generic::{self, Job, Vector};
 #[derive(Clone, Copy)]
 pub(crate) struct Avx2(());
 
-// Every method below calls AVX2 intrinsics. SAFETY (for each `unsafe` block in this impl): an
-// `Avx2` token exists only inside `run_avx2`, which runs only when AVX2 was detected; the
-// methods are `inline(always)` into that `#[target_feature(enable = "avx2")]` function. Loads
+// Every method below calls AVX2 or F16C intrinsics. SAFETY (for each `unsafe` block in this impl): an
+// `Avx2` token exists only inside `run_avx2`, which runs only when AVX2 and F16C were detected; the
+// methods are `inline(always)` into that `#[target_feature(enable = "avx2,f16c")]` function. Loads
 // and stores go through slices of the exact length they touch.
 impl Vector for Avx2 {
     const LANES: usize = 8;
@@ -83,6 +83,17 @@ impl Vector for Avx2 {
                 _mm256_castsi256_ps(magic),
                 _mm256_set1_ps(-(8_388_608.0 + bias as f32)),
             )
+        }
+    }
+    #[inline(always)]
+    fn f16_to_f32(self, h: [u8; 2]) -> f32 {
+        // SAFETY: see the impl (F16C is among the backend's features). The hardware conversion
+        // is exact and keeps NaN payloads, quieted: the same bits as the generic conversion
+        // (checked for all 65536 values in the tests).
+        unsafe {
+            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+                u16::from_le_bytes(h),
+            ))))
         }
     }
     #[inline(always)]
@@ -185,12 +196,12 @@ impl Vector for Avx2 {
     }
 }
 
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,f16c")]
 fn run_avx2(job: Job<'_>) {
     generic::run(Avx2(()), job);
 }
 
-/// Runs a job on AVX2; the caller has checked that AVX2 is available.
+/// Runs a job on AVX2; the caller has checked that AVX2 and F16C are available.
 pub(crate) fn run(job: Job<'_>) {
     debug_assert!(crate::Backend::Avx2.is_available());
     // SAFETY: the dispatcher only picks AVX2 after `Backend::Avx2.is_available()`.
