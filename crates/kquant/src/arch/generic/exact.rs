@@ -53,7 +53,7 @@ impl RowKernel for Q6K {
         let blocks_of_x = xs.map(|x| x.as_chunks::<QK_K>().0);
         for (i, b) in row.iter().enumerate() {
             let xb = blocks_of_x.map(|x| &x[i]);
-            let ds = q6k_scales(v, b);
+            let ds = q6k_scales(b);
             each_step!(V, s => {
                 for c in 0..16 / V::LANES {
                     let q = q6k_chunk(v, b, s, c);
@@ -115,7 +115,7 @@ impl RowKernel for Q4K {
 
 #[inline(always)]
 pub(super) fn dequant_q6k<V: Vector>(v: V, b: &BlockQ6K, y: &mut [f32]) {
-    let ds = q6k_scales(v, b);
+    let ds = q6k_scales(b);
     for s in 0..4 {
         for c in 0..16 / V::LANES {
             let q = q6k_chunk(v, b, s, c);
