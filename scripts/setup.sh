@@ -48,7 +48,7 @@ if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
 fi
 
 if [ ! -x node_modules/.bin/wrangler ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  log "npm ci (wrangler, miniflare, binaryen)"
+  log "npm ci (wrangler, miniflare)"
   npm ci --no-audit --no-fund --loglevel=error
 fi
 

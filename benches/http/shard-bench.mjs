@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // End-to-end benchmark of one shard in workerd (Miniflare) over HTTP on loopback: a cold
-// request (R2 stream + checksum + first mat-vec) and warm requests, for 32768×5376 Q4_K and
-// Q6_K slices, with the wasm memory the shard reports and workerd's peak RSS.
+// request (R2 stream + checksum + first mat-vec) and warm requests (exact, then int8), for
+// 32768×5376 Q4_K and Q6_K slices, with the wasm memory the shard reports and workerd's peak RSS.
 //
 //   node benches/http/shard-bench.mjs [--runs 9]        (after scripts/build-worker.sh and
 //                                                        cargo build --release -p cobordism)
@@ -27,8 +27,8 @@ function workerdPeakRssMiB() {
   return Math.max(0, ...peaks);
 }
 
-console.log(`| slice | MiB | cold request ms | warm request ms (median of ${runs}) | server compute ms | wasm memory MiB | workerd peak RSS MiB |`);
-console.log("|---|---:|---:|---:|---:|---:|---:|");
+console.log(`| slice | MiB | cold request ms | warm request ms (median of ${runs}) | server compute ms | int8: warm request / compute ms | wasm memory MiB | workerd peak RSS MiB |`);
+console.log("|---|---:|---:|---:|---:|---:|---:|---:|");
 for (const type of ["q4_k", "q6_k"]) {
   const model = makeModel({ type, hidden: 5376, vocab: 32768, shards: 1, seed: 1, budgetMib: 200 });
   // A Q6_K slice of this shape (138 MiB) is over the default budget: raise it for the benchmark.
@@ -40,17 +40,23 @@ for (const type of ["q4_k", "q6_k"]) {
     const cold = await post(local.endpoints[0], h);
     const coldMs = performance.now() - t;
     if (cold.status !== 200) throw new Error(`cold request: ${cold.status} ${new TextDecoder().decode(cold.body)}`);
-    const warm = [];
-    const compute = [];
-    for (let i = 0; i < runs; i++) {
-      t = performance.now();
-      const r = await post(local.endpoints[0], h);
-      warm.push(performance.now() - t);
-      compute.push(Number(r.headers.get("x-compute-time-ms")));
-    }
+    const timeWarm = async (query) => {
+      const warm = [];
+      const compute = [];
+      for (let i = 0; i < runs; i++) {
+        t = performance.now();
+        const r = await post(local.endpoints[0], h, { query });
+        if (r.status !== 200) throw new Error(`warm request${query}: ${r.status}`);
+        warm.push(performance.now() - t);
+        compute.push(Number(r.headers.get("x-compute-time-ms")));
+      }
+      return [median(warm), median(compute)];
+    };
+    const [warm, compute] = await timeWarm("");
+    const [warm8, compute8] = await timeWarm("?precision=int8");
     const hz = await health(local.endpoints[0]);
     const mib = (b) => (b / 1048576).toFixed(1);
-    console.log(`| ${type} 32768×5376 | ${mib(model.manifest.shards[0].bytes)} | ${coldMs.toFixed(0)} | ${median(warm).toFixed(1)} | ${median(compute)} | ${mib(hz.wasm_memory_bytes)} | ${workerdPeakRssMiB().toFixed(0)} |`);
+    console.log(`| ${type} 32768×5376 | ${mib(model.manifest.shards[0].bytes)} | ${coldMs.toFixed(0)} | ${warm.toFixed(1)} | ${compute} | ${warm8.toFixed(1)} / ${compute8} | ${mib(hz.wasm_memory_bytes)} | ${workerdPeakRssMiB().toFixed(0)} |`);
   } finally {
     await local.dispose();
   }

@@ -4,8 +4,8 @@
 //! * [`dequantize`]: bit-identical to ggml's reference dequantization.
 //! * [`QMatrix::mat_vec`] (and [`mat_vec_q4k`] / [`mat_vec_q6k`]): `out = W·x` with f32
 //!   activations, in one canonical evaluation order that every [`Backend`] reproduces bit for
-//!   bit (scalar, SSE2, AVX2, NEON, wasm simd128). The order is written out in the docs of the
-//!   `arch::generic` module (`src/arch/generic.rs`).
+//!   bit (scalar, SSE2, AVX2, AVX-512, NEON, wasm simd128). The order is written out in the
+//!   docs of the `arch::generic` module (`src/arch/generic/mod.rs`).
 //! * [`quantize`]: ggml's reference quantizers; [`synth`]: seeded test data.
 //!
 //! ```
@@ -23,7 +23,7 @@
 //! ```
 //!
 //! The crate is `no_std`. The `alloc` feature adds the entry points that allocate their scratch;
-//! `std` (default) adds run-time detection of AVX2.
+//! `std` (default) adds run-time detection of AVX2 and AVX-512.
 #![no_std]
 #![deny(missing_docs)]
 

@@ -1,6 +1,6 @@
 //! Median wall time of peer k-quant mat-vecs (candle-core) on the benchmark shapes, next to
-//! kquant's fastest backend timed in the same run on the same bytes, plus the peer's error
-//! against kquant's exact result. Markdown on stdout; with `--json FILE` the peer rows also as
+//! kquant's fastest backend (exact and int8 modes) timed in the same run on the same bytes,
+//! plus the int8 mode's and the peer's error against kquant's exact result. Markdown on stdout; with `--json FILE` the peer rows also as
 //! JSON lines in `kernel-timing`'s schema (kquant's rows come from `kernel-timing --json`).
 //!
 //! ```sh
@@ -32,13 +32,14 @@ fn main() {
     } = TimingArgs::from_env();
     let arch = std::env::consts::ARCH;
     let best = Backend::best();
-    let kquant_name = format!("{arch} {best}");
+    let exact_name = format!("kquant {arch} {best}");
+    let int8_name = format!("kquant {arch} {best} int8");
     let candle_name = format!("candle {arch} {}", candle_path());
     println!(
         "{arch}, median of {runs} runs after one warm-up; candle-core 0.11.1, {threads} thread(s)"
     );
     println!();
-    println!("| case | kernel | ms | GB/s | speed vs kquant |");
+    println!("| case | kernel | ms | GB/s | speed vs candle |");
     println!("|---|---|---:|---:|---:|");
     let mut json = String::new();
     let mut errors = Vec::new();
@@ -50,34 +51,46 @@ fn main() {
         let mut exact = vec![0.0; case.rows];
         let mut out = vec![0.0; case.rows];
         let mut scratch = vec![0.0; kq.scratch_len()];
+        let mut int8_scratch = vec![0.0; kq.int8_scratch_len()];
 
         kq.mat_vec(&x, &mut exact).expect("kquant mat_vec");
+        kq.mat_mat_int8_with(best, &x, &mut out, &mut int8_scratch)
+            .expect("kquant int8");
+        let int8_err = max_rel_err(&out, &exact);
         peer.mat_vec(&x, &mut out);
-        errors.push((label.clone(), max_rel_err(&out, &exact)));
+        errors.push((label.clone(), int8_err, max_rel_err(&out, &exact)));
 
-        let kq_ms = median_ms(runs, || {
+        let exact_ms = median_ms(runs, || {
             kq.mat_vec_with(best, black_box(&x), &mut out, &mut scratch)
                 .expect("kquant mat_vec")
         });
+        let int8_ms = median_ms(runs, || {
+            kq.mat_mat_int8_with(best, black_box(&x), &mut out, &mut int8_scratch)
+                .expect("kquant int8")
+        });
         let peer_ms = median_ms(runs, || peer.mat_vec(black_box(&x), &mut out));
-        for (kernel, ms) in [(&kquant_name, kq_ms), (&candle_name, peer_ms)] {
+        for (kernel, ms) in [
+            (&exact_name, exact_ms),
+            (&int8_name, int8_ms),
+            (&candle_name, peer_ms),
+        ] {
             let row = Row {
                 case: &label,
                 kernel,
                 ms,
                 bytes: case.weight_bytes(),
             };
-            println!("{} {:.2}× |", row.markdown(), kq_ms / ms);
+            println!("{} {:.2}× |", row.markdown(), peer_ms / ms);
             if kernel == &candle_name {
                 json += &row.json();
             }
         }
     }
     println!();
-    println!("| case | {candle_name}: max abs(y − y_kquant) / max abs(y_kquant) |");
-    println!("|---|---:|");
-    for (label, err) in errors {
-        println!("| {label} | {err:.2e} |");
+    println!("| case | max abs(y − y_exact) / max abs(y_exact): {int8_name} | {candle_name} |");
+    println!("|---|---:|---:|");
+    for (label, int8_err, peer_err) in errors {
+        println!("| {label} | {int8_err:.2e} | {peer_err:.2e} |");
     }
     if let Some(path) = json_path {
         std::fs::write(&path, json).expect("writing the JSON file");

@@ -2,9 +2,10 @@
 //!
 //! # The canonical evaluation order
 //!
-//! This order *is* the contract: every backend (scalar, SSE2, AVX2, NEON, simd128) produces the
-//! same f32 bits because it performs exactly these IEEE-754 single-precision operations, each
-//! rounded on its own (multiply, then add: never a fused multiply-add, never a re-association).
+//! This order *is* the contract: every backend (scalar, SSE2, AVX2, AVX-512, NEON, simd128)
+//! produces the same f32 bits because it performs exactly these IEEE-754 single-precision
+//! operations, each rounded on its own (multiply, then add: never a fused multiply-add, never a
+//! re-association).
 //!
 //! Per row of `nb = cols / 256` super-blocks, with `x` the activations:
 //!
@@ -44,12 +45,17 @@
 //! each lane of each operation is an independent IEEE operation, the width does not change a bit.
 //!
 //! * The quants of a step, viewed as 16 little-endian u32 lanes, put the 4 weights of lane `L`
-//!   in the 4 bytes of that lane, so they are unpacked with shifts and masks only, no shuffles.
+//!   in the 4 bytes of that lane, so they are unpacked lane-wise, with no cross-lane moves.
 //! * `x` is transposed once per call (`prepare`) so that `x` for byte `k` of every lane is one
 //!   contiguous load: `xt[256b + 64s + 16k + L] = x[256b + 64s + 4L + k]`.
-//! * Q6_K: bytes are rebuilt as `ql-nibble | qh-pair << 4`, then `^ 0x20` makes them 6-bit
-//!   two's complement `q − 32`, sign-extended by `(u << (26 − 8k)) >> 26` (arithmetic).
-//! * Q4_K: the 16 bytes `qs[32s + o mod 32..]` give the low (o < 32) or high (o ≥ 32) nibbles.
+//! * Q6_K: bytes are rebuilt as `ql-nibble | qh-pair << 4` (`qh` holds the pairs of 64 weights
+//!   in 32 bytes: a 64-byte stream of its two halves, `Vector::load_twice`). Byte `k` becomes
+//!   the f32 `q − 32` either by shifts (`^ 0x20` makes it 6-bit two's complement, sign-extended
+//!   by `(u << (26 − 8k)) >> 26`) and a conversion, or — on x86, where it is faster — by a byte
+//!   shuffle to the low byte, `| 0x4B00_0000` (the f32 2²³ + q) and one exact addition of
+//!   −(2²³ + 32). Both are exact, so the choice cannot change a bit.
+//! * Q4_K: the 32 bytes `qs[32s..]` give the low nibbles of weights 0..32 of step `s` and the
+//!   high nibbles of weights 32..64 (again `load_twice`).
 //!
 //! Dequantization uses the same unpacking and ggml's own arithmetic: `(d·scale)·(q − 32)` for
 //! Q6_K and `(d·sc)·q − dmin·m` for Q4_K, so it is bit-identical to ggml's
@@ -99,9 +105,9 @@ pub(crate) trait Vector: Copy {
     /// 4, 8 or 16 (one step of 16 lanes is `16 / LANES` chunks).
     const LANES: usize;
     /// Whether the exact Q6_K kernel unrolls its four steps (see `each_step!`): worth it with
-    /// AVX-512's 32 registers (8.1 against 9.8 ms); with 16 registers the unrolled code spills
-    /// (AVX2: 7 % slower although callgrind counts 10 % fewer instructions; wasm in V8: 64
-    /// against 38 ms), so the others leave the loop to the compiler.
+    /// AVX-512's 32 registers (8 ms against 11 ms when LLVM kept the loop); with 16 registers
+    /// the unrolled code spills (AVX2: 7 % slower although callgrind counts 10 % fewer
+    /// instructions; wasm in V8: 64 against 38 ms), so the others leave it to the compiler.
     const UNROLL_STEPS: bool = false;
     /// Test-only switch that makes this backend break the canonical order.
     const PERTURBED: bool = cfg!(feature = "perturb-order");

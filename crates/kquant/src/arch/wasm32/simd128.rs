@@ -4,19 +4,6 @@ use core::arch::wasm32::*;
 
 use crate::arch::generic::{self, Job, Vector};
 
-/// Byte `K` of each u32 lane of `a` moved to byte 0, the other bytes zero (one constant
-/// shuffle against a zero vector: V8 emits a single `pshufb` for it on x86).
-#[inline(always)]
-fn byte_to_low<const K: usize>(a: v128) -> v128 {
-    let z = u8x16_splat(0);
-    match K {
-        0 => i8x16_shuffle::<0, 16, 16, 16, 4, 16, 16, 16, 8, 16, 16, 16, 12, 16, 16, 16>(a, z),
-        1 => i8x16_shuffle::<1, 16, 16, 16, 5, 16, 16, 16, 9, 16, 16, 16, 13, 16, 16, 16>(a, z),
-        2 => i8x16_shuffle::<2, 16, 16, 16, 6, 16, 16, 16, 10, 16, 16, 16, 14, 16, 16, 16>(a, z),
-        _ => i8x16_shuffle::<3, 16, 16, 16, 7, 16, 16, 16, 11, 16, 16, 16, 15, 16, 16, 16>(a, z),
-    }
-}
-
 /// Token for simd128, enabled at compile time for this build.
 #[derive(Clone, Copy)]
 pub(crate) struct Simd128;
@@ -63,22 +50,6 @@ impl Vector for Simd128 {
     #[inline(always)]
     fn to_f32(self, a: v128) -> v128 {
         f32x4_convert_i32x4(a)
-    }
-    #[inline(always)]
-    fn unpack_byte(self, q: v128, k: u32, bits: u32, bias: u32) -> v128 {
-        if bias == 0 {
-            return generic::unpack_byte_by_shifts(self, q, k, bits, bias);
-        }
-        let u = self.and(q, self.splat_u(((1 << bits) - 1) * 0x0101_0101));
-        let low = match k {
-            0 => byte_to_low::<0>(u),
-            1 => byte_to_low::<1>(u),
-            2 => byte_to_low::<2>(u),
-            _ => byte_to_low::<3>(u),
-        };
-        // 0x4B00_00uu is the f32 2²³ + u (exact); one exact addition leaves u − bias.
-        let magic = v128_or(low, u32x4_splat(0x4B00_0000));
-        f32x4_add(magic, f32x4_splat(-(8_388_608.0 + bias as f32)))
     }
     #[inline(always)]
     fn load_f(self, xs: &[f32]) -> v128 {
