@@ -37,13 +37,34 @@ pub(crate) const fn prepared_len(cols: usize) -> usize {
     cols / 4 + cols / 2 + cols / QK_K + cols / 32
 }
 
-/// A prepared vector, viewed in its parts.
+/// A prepared vector, viewed in its parts, per block of 256 columns.
 #[derive(Clone, Copy)]
 struct Prepared<'a> {
-    xq8: &'a [i8],
-    xq16: &'a [i16],
+    xq8: &'a [[i8; QK_K]],
+    xq16: &'a [[i16; QK_K]],
     dx: &'a [f32],
-    bsums: &'a [i16],
+    bsums: &'a [[i16; 16]],
+}
+
+/// Block `i` of a [`Prepared`] vector: fixed-size arrays, so that the kernels' constant offsets
+/// into them need no bounds checks.
+struct PreparedBlock<'a> {
+    xq8: &'a [i8; QK_K],
+    xq16: &'a [i16; QK_K],
+    dx: f32,
+    bsums: &'a [i16; 16],
+}
+
+impl<'a> Prepared<'a> {
+    #[inline(always)]
+    fn block(&self, i: usize) -> PreparedBlock<'a> {
+        PreparedBlock {
+            xq8: &self.xq8[i],
+            xq16: &self.xq16[i],
+            dx: self.dx[i],
+            bsums: &self.bsums[i],
+        }
+    }
 }
 
 /// Splits a prepared vector into its parts.
@@ -54,10 +75,10 @@ fn parts(prepared: &[f32]) -> Prepared<'_> {
     let (xq16, rest) = rest.split_at(cols / 2);
     let (dx, bsums) = rest.split_at(cols / QK_K);
     Prepared {
-        xq8: bytemuck::cast_slice(xq8),
-        xq16: bytemuck::cast_slice(xq16),
+        xq8: bytemuck::cast_slice::<f32, i8>(xq8).as_chunks().0,
+        xq16: bytemuck::cast_slice::<f32, i16>(xq16).as_chunks().0,
         dx,
-        bsums: bytemuck::cast_slice(bsums),
+        bsums: bytemuck::cast_slice::<f32, i16>(bsums).as_chunks().0,
     }
 }
 
@@ -93,17 +114,17 @@ pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
     }
 }
 
-/// The 16 group sums of `x` in block `i`.
+/// Adds `Σ q·scale·xq` over one chunk (its quants `q` start at column `at` of the block) to
+/// `acc`.
 #[inline(always)]
-fn block_sums<'a>(x: &Prepared<'a>, i: usize) -> &'a [i16; 16] {
-    x.bsums[16 * i..16 * (i + 1)]
-        .try_into()
-        .expect("16 sums per block")
-}
-
-/// Adds `Σ q·scale·xq` over one chunk (its quants `q` start at column `at`) to `acc`.
-#[inline(always)]
-fn chunk_sum<V: Vector>(v: V, acc: V::U, q: V::U, x: &Prepared, at: usize, scales: &[i16]) -> V::U {
+fn chunk_sum<V: Vector>(
+    v: V,
+    acc: V::U,
+    q: V::U,
+    x: &PreparedBlock,
+    at: usize,
+    scales: &[i16],
+) -> V::U {
     v.add_i32(acc, v.dot_scaled(q, &x.xq8[at..], &x.xq16[at..], scales))
 }
 
@@ -121,21 +142,22 @@ impl RowKernel for Q6KQ8 {
         for (i, b) in row.iter().enumerate() {
             let sc: [i16; 16] = core::array::from_fn(|j| i16::from(b.scale(j)));
             let d = v.f16_to_f32(b.d);
+            let xb = prepared.map(|x| x.block(i));
             let mut sums = [v.splat_u(0); N];
             for s in 0..4 {
                 for c in 0..16 / V::LANES {
                     let q = q6k_chunk(v, b, s, c);
-                    let at = QK_K * i + 64 * s + 4 * V::LANES * c;
+                    let at = 64 * s + 4 * V::LANES * c;
                     let scales = &sc[4 * s + c * V::LANES / 4..];
-                    for (sum, x) in sums.iter_mut().zip(&prepared) {
+                    for (sum, x) in sums.iter_mut().zip(&xb) {
                         *sum = chunk_sum(v, *sum, q, x, at, scales);
                     }
                 }
             }
-            for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&prepared) {
-                let offset = v.dot16(&sc, block_sums(x, i));
+            for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&xb) {
+                let offset = v.dot16(&sc, x.bsums);
                 let total = v.hsum_i32(sum).wrapping_sub(32 * offset);
-                *a += (d * x.dx[i]) * total as f32;
+                *a += (d * x.dx) * total as f32;
             }
         }
         acc
@@ -162,21 +184,22 @@ impl RowKernel for Q4KQ8 {
                 (m[2 * s], m[2 * s + 1]) = (i16::from(min), i16::from(min));
             }
             let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
+            let xb = prepared.map(|x| x.block(i));
             let mut sums = [v.splat_u(0); N];
             for s in 0..4 {
                 for c in 0..16 / V::LANES {
                     let q = v.and(q4k_chunk(v, b, s, c), v.splat_u(0x0F0F_0F0F));
-                    let at = QK_K * i + 64 * s + 4 * V::LANES * c;
+                    let at = 64 * s + 4 * V::LANES * c;
                     let scales = &sc[4 * s + c * V::LANES / 4..];
-                    for (sum, x) in sums.iter_mut().zip(&prepared) {
+                    for (sum, x) in sums.iter_mut().zip(&xb) {
                         *sum = chunk_sum(v, *sum, q, x, at, scales);
                     }
                 }
             }
-            for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&prepared) {
-                let mins = v.dot16(&m, block_sums(x, i));
+            for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&xb) {
+                let mins = v.dot16(&m, x.bsums);
                 let total = v.hsum_i32(sum);
-                *a += (d * x.dx[i]) * total as f32 - (dmin * x.dx[i]) * mins as f32;
+                *a += (d * x.dx) * total as f32 - (dmin * x.dx) * mins as f32;
             }
         }
         acc
