@@ -119,19 +119,14 @@ impl Vector for Scalar {
         })
     }
     #[inline(always)]
-    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32 {
-        a.iter()
-            .zip(b)
-            .map(|(&x, &y)| i32::from(x) * i32::from(y))
-            .sum()
-    }
-    #[inline(always)]
     fn add_i32(self, a: [u32; 4], b: [u32; 4]) -> [u32; 4] {
         zip_u(a, b, u32::wrapping_add)
     }
     #[inline(always)]
-    fn hsum_i32(self, a: [u32; 4]) -> i32 {
-        a.iter().fold(0u32, |s, &v| s.wrapping_add(v)) as i32
+    fn sum_and_dot16(self, sum: [u32; 4], a: &[i16; 16], b: &[i16; 16]) -> (i32, i32) {
+        let total = sum.iter().fold(0u32, |s, &v| s.wrapping_add(v)) as i32;
+        let dot = a.iter().zip(b).map(|(&x, &y)| i32::from(x) * i32::from(y));
+        (total, dot.sum())
     }
 }
 

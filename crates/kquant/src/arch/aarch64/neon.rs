@@ -126,7 +126,12 @@ impl Vector for Neon {
         }
     }
     #[inline(always)]
-    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32 {
+    fn add_i32(self, a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
+        // SAFETY: see the impl.
+        unsafe { vaddq_u32(a, b) }
+    }
+    #[inline(always)]
+    fn sum_and_dot16(self, sum: uint32x4_t, a: &[i16; 16], b: &[i16; 16]) -> (i32, i32) {
         // SAFETY: see the impl; both arrays are 32 readable bytes.
         unsafe {
             let (a0, a1) = (vld1q_s16(a.as_ptr()), vld1q_s16(a[8..].as_ptr()));
@@ -134,18 +139,9 @@ impl Vector for Neon {
             let acc = vmull_s16(vget_low_s16(a0), vget_low_s16(b0));
             let acc = vmlal_high_s16(acc, a0, b0);
             let acc = vmlal_s16(acc, vget_low_s16(a1), vget_low_s16(b1));
-            vaddvq_s32(vmlal_high_s16(acc, a1, b1))
+            let dot = vaddvq_s32(vmlal_high_s16(acc, a1, b1));
+            (vaddvq_u32(sum) as i32, dot)
         }
-    }
-    #[inline(always)]
-    fn add_i32(self, a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
-        // SAFETY: see the impl.
-        unsafe { vaddq_u32(a, b) }
-    }
-    #[inline(always)]
-    fn hsum_i32(self, a: uint32x4_t) -> i32 {
-        // SAFETY: see the impl.
-        unsafe { vaddvq_u32(a) as i32 }
     }
 }
 

@@ -155,8 +155,8 @@ impl RowKernel for Q6KQ8 {
                 }
             }
             for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&xb) {
-                let offset = v.dot16(&sc, x.bsums);
-                let total = v.hsum_i32(sum).wrapping_sub(32 * offset);
+                let (total, offset) = v.sum_and_dot16(sum, &sc, x.bsums);
+                let total = total.wrapping_sub(32 * offset);
                 *a += (d * x.dx) * total as f32;
             }
         }
@@ -197,8 +197,7 @@ impl RowKernel for Q4KQ8 {
                 }
             }
             for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&xb) {
-                let mins = v.dot16(&m, x.bsums);
-                let total = v.hsum_i32(sum);
+                let (total, mins) = v.sum_and_dot16(sum, &m, x.bsums);
                 *a += (d * x.dx) * total as f32 - (dmin * x.dx) * mins as f32;
             }
         }

@@ -174,12 +174,11 @@ pub(crate) trait Vector: Copy {
     /// scale of their 16-byte group (`scales[t / 16]`, |scale| ≤ 128), summed into `LANES` i32
     /// partial sums in any grouping (the sums are exact, so the grouping is free).
     fn dot_scaled(self, q: Self::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> Self::U;
-    /// `Σ a_i·b_i` over 16 i16 pairs whose products and sum fit i32 (exact).
-    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32;
     /// Lane-wise i32 addition.
     fn add_i32(self, a: Self::U, b: Self::U) -> Self::U;
-    /// Sum of the i32 lanes.
-    fn hsum_i32(self, a: Self::U) -> i32;
+    /// The sum of the i32 lanes of `sum` (wrapping), and `Σ a_i·b_i` over 16 i16 pairs whose
+    /// products and sum fit i32: a block's integer sum and its correction, reduced together.
+    fn sum_and_dot16(self, sum: Self::U, a: &[i16; 16], b: &[i16; 16]) -> (i32, i32);
 }
 
 /// [`Vector::unpack_byte`] with shifts and an int→float conversion: a shift and a mask for

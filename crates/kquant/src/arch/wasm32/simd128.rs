@@ -120,7 +120,11 @@ impl Vector for Simd128 {
         i32x4_mul(i32x4_add(lo, hi), i32x4_splat(i32::from(scales[0])))
     }
     #[inline(always)]
-    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32 {
+    fn add_i32(self, a: v128, b: v128) -> v128 {
+        i32x4_add(a, b)
+    }
+    #[inline(always)]
+    fn sum_and_dot16(self, sum: v128, a: &[i16; 16], b: &[i16; 16]) -> (i32, i32) {
         // SAFETY: both arrays are 32 readable bytes.
         let (a0, a1, b0, b1) = unsafe {
             (
@@ -130,16 +134,14 @@ impl Vector for Simd128 {
                 v128_load(b[8..].as_ptr().cast()),
             )
         };
-        self.hsum_i32(i32x4_add(i32x4_dot_i16x8(a0, b0), i32x4_dot_i16x8(a1, b1)))
-    }
-    #[inline(always)]
-    fn add_i32(self, a: v128, b: v128) -> v128 {
-        i32x4_add(a, b)
-    }
-    #[inline(always)]
-    fn hsum_i32(self, a: v128) -> i32 {
-        let s = i32x4_add(a, i32x4_shuffle::<2, 3, 0, 1>(a, a));
-        i32x4_extract_lane::<0>(i32x4_add(s, i32x4_shuffle::<1, 0, 3, 2>(s, s)))
+        let dot = i32x4_add(i32x4_dot_i16x8(a0, b0), i32x4_dot_i16x8(a1, b1));
+        // Both reduced side by side: lanes 0..2 hold `sum`'s halves, 2..4 `dot`'s.
+        let pairs = i32x4_add(
+            i32x4_shuffle::<0, 1, 4, 5>(sum, dot),
+            i32x4_shuffle::<2, 3, 6, 7>(sum, dot),
+        );
+        let both = i32x4_add(pairs, i32x4_shuffle::<1, 0, 3, 2>(pairs, pairs));
+        (i32x4_extract_lane::<0>(both), i32x4_extract_lane::<2>(both))
     }
 }
 

@@ -166,29 +166,14 @@ impl Vector for Avx2 {
         }
     }
     #[inline(always)]
-    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32 {
-        // SAFETY: see the impl; both arrays are 32 readable bytes.
-        let products = unsafe {
-            _mm256_madd_epi16(
-                _mm256_loadu_si256(a.as_ptr().cast()),
-                _mm256_loadu_si256(b.as_ptr().cast()),
-            )
-        };
-        self.hsum_i32(products)
-    }
-    #[inline(always)]
     fn add_i32(self, a: __m256i, b: __m256i) -> __m256i {
         // SAFETY: see the impl.
         unsafe { _mm256_add_epi32(a, b) }
     }
     #[inline(always)]
-    fn hsum_i32(self, a: __m256i) -> i32 {
+    fn sum_and_dot16(self, sum: __m256i, a: &[i16; 16], b: &[i16; 16]) -> (i32, i32) {
         // SAFETY: see the impl.
-        unsafe {
-            let s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256::<1>(a));
-            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-            _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)))
-        }
+        unsafe { super::sum_and_dot16_256(sum, a, b) }
     }
 }
 

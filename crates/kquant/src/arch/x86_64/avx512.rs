@@ -198,25 +198,20 @@ impl Vector for Avx512 {
         }
     }
     #[inline(always)]
-    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32 {
-        // SAFETY: see the impl; both arrays are 32 readable bytes.
-        unsafe {
-            let products = _mm256_madd_epi16(
-                _mm256_loadu_si256(a.as_ptr().cast()),
-                _mm256_loadu_si256(b.as_ptr().cast()),
-            );
-            _mm512_reduce_add_epi32(_mm512_zextsi256_si512(products))
-        }
-    }
-    #[inline(always)]
     fn add_i32(self, a: __m512i, b: __m512i) -> __m512i {
         // SAFETY: see the impl.
         unsafe { _mm512_add_epi32(a, b) }
     }
     #[inline(always)]
-    fn hsum_i32(self, a: __m512i) -> i32 {
-        // SAFETY: see the impl.
-        unsafe { _mm512_reduce_add_epi32(a) }
+    fn sum_and_dot16(self, sum: __m512i, a: &[i16; 16], b: &[i16; 16]) -> (i32, i32) {
+        // SAFETY: see the impl (AVX-512 F implies AVX2).
+        unsafe {
+            let halves = _mm256_add_epi32(
+                _mm512_castsi512_si256(sum),
+                _mm512_extracti64x4_epi64::<1>(sum),
+            );
+            super::sum_and_dot16_256(halves, a, b)
+        }
     }
 }
 

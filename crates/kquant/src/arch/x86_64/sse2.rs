@@ -133,9 +133,15 @@ impl Vector for Sse2 {
         }
     }
     #[inline(always)]
-    fn dot16(self, a: &[i16; 16], b: &[i16; 16]) -> i32 {
-        // SAFETY: see the impl; both arrays are 32 readable bytes.
-        let products = unsafe {
+    fn add_i32(self, a: __m128i, b: __m128i) -> __m128i {
+        // SAFETY: see the impl.
+        unsafe { _mm_add_epi32(a, b) }
+    }
+    #[inline(always)]
+    fn sum_and_dot16(self, sum: __m128i, a: &[i16; 16], b: &[i16; 16]) -> (i32, i32) {
+        // SAFETY: see the impl; both arrays are 32 readable bytes. The two vectors are reduced
+        // side by side: after the first step, lanes 0..2 hold `sum`'s halves and 2..4 `dot`'s.
+        unsafe {
             let lo = _mm_madd_epi16(
                 _mm_loadu_si128(a.as_ptr().cast()),
                 _mm_loadu_si128(b.as_ptr().cast()),
@@ -144,21 +150,13 @@ impl Vector for Sse2 {
                 _mm_loadu_si128(a[8..].as_ptr().cast()),
                 _mm_loadu_si128(b[8..].as_ptr().cast()),
             );
-            _mm_add_epi32(lo, hi)
-        };
-        self.hsum_i32(products)
-    }
-    #[inline(always)]
-    fn add_i32(self, a: __m128i, b: __m128i) -> __m128i {
-        // SAFETY: see the impl.
-        unsafe { _mm_add_epi32(a, b) }
-    }
-    #[inline(always)]
-    fn hsum_i32(self, a: __m128i) -> i32 {
-        // SAFETY: see the impl.
-        unsafe {
-            let s = _mm_add_epi32(a, _mm_shuffle_epi32::<0b01_00_11_10>(a));
-            _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)))
+            let dot = _mm_add_epi32(lo, hi);
+            let pairs = _mm_add_epi32(_mm_unpacklo_epi64(sum, dot), _mm_unpackhi_epi64(sum, dot));
+            let both = _mm_add_epi32(pairs, _mm_shuffle_epi32::<0b10_11_00_01>(pairs));
+            (
+                _mm_cvtsi128_si32(both),
+                _mm_cvtsi128_si32(_mm_shuffle_epi32::<0b00_00_00_10>(both)),
+            )
         }
     }
 }
