@@ -55,7 +55,8 @@
 //!   shuffle to the low byte, `| 0x4B00_0000` (the f32 2²³ + q) and one exact addition of
 //!   −(2²³ + 32). Both are exact, so the choice cannot change a bit.
 //! * Q4_K: the 32 bytes `qs[32s..]` give the low nibbles of weights 0..32 of step `s` and the
-//!   high nibbles of weights 32..64 (again `load_twice`).
+//!   high nibbles of weights 32..64 (again `load_twice`); byte `k` becomes an f32 by a shift,
+//!   a mask and a conversion, or on AVX-512 by a permute of the table 0.0..=15.0.
 //!
 //! Dequantization uses the same unpacking and ggml's own arithmetic: `(d·scale)·(q − 32)` for
 //! Q6_K and `(d·sc)·q − dmin·m` for Q4_K, so it is bit-identical to ggml's

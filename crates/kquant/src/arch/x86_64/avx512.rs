@@ -83,6 +83,19 @@ impl Vector for Avx512 {
     }
     #[inline(always)]
     fn unpack_byte(self, q: __m512i, k: u32, bits: u32, bias: u32) -> __m512 {
+        if bias == 0 && bits == 4 {
+            // A nibble indexes a 16-float table of 0.0..=15.0: one permute (it reads only the
+            // low 4 bits of each lane, so no mask) instead of mask + conversion (Q4_K 8.6 →
+            // 7.7 ms). 16 lanes hold the whole table; AVX2's 8-lane permute cannot.
+            // SAFETY: see the impl.
+            unsafe {
+                let table = _mm512_setr_ps(
+                    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0,
+                    15.0,
+                );
+                return _mm512_permutexvar_ps(self.shr(q, 8 * k), table);
+            }
+        }
         if bias == 0 {
             return generic::unpack_byte_by_shifts(self, q, k, bits, bias);
         }
