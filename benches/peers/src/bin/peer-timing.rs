@@ -1,7 +1,8 @@
 //! Median wall time of peer k-quant mat-vecs (candle-core) on the benchmark shapes, next to
 //! kquant's fastest backend (exact and int8 modes) timed in the same run on the same bytes,
-//! plus the int8 mode's and the peer's error against kquant's exact result. Markdown on stdout; with `--json FILE` the peer rows also as
-//! JSON lines in `kernel-timing`'s schema (kquant's rows come from `kernel-timing --json`).
+//! plus the int8 mode's and the peer's error against kquant's exact result. Markdown on
+//! stdout; with `--json FILE` the peer rows also as JSON lines in `kernel-timing`'s schema
+//! (kquant's rows come from `kernel-timing --json`).
 //!
 //! ```sh
 //! cargo run --release -p cobordism-peers --bin peer-timing [-- RUNS] [--json FILE]

@@ -1,4 +1,5 @@
-//! The generic kernels over NEON `uint32x4_t` / `float32x4_t` (`vmulq` then `vaddq`, never `vfmaq`).
+//! The generic kernels over NEON `uint32x4_t` / `float32x4_t` (`vmulq` then `vaddq`, never
+//! `vfmaq`).
 
 use core::arch::aarch64::*;
 
@@ -8,8 +9,9 @@ use crate::arch::generic::{self, Job, Vector};
 #[derive(Clone, Copy)]
 pub(crate) struct Neon;
 
-// SAFETY (for each `unsafe` block in this impl): NEON is part of the aarch64 baseline, so these intrinsics always run; loads and stores go
-// through slices of exactly the length they touch.
+// SAFETY (for each `unsafe` block in this impl): NEON is part of the aarch64 baseline, so
+// these intrinsics always run; loads and stores go through slices of exactly the length they
+// touch.
 impl Vector for Neon {
     const LANES: usize = 4;
     type U = uint32x4_t;

@@ -8,10 +8,10 @@ use crate::arch::generic::{self, Job, Vector};
 #[derive(Clone, Copy)]
 pub(crate) struct Avx2(());
 
-// Every method below calls AVX2 or F16C intrinsics. SAFETY (for each `unsafe` block in this impl): an
-// `Avx2` token exists only inside `run_avx2`, which runs only when AVX2 and F16C were detected; the
-// methods are `inline(always)` into that `#[target_feature(enable = "avx2,f16c")]` function. Loads
-// and stores go through slices of the exact length they touch.
+// Every method below calls AVX2 or F16C intrinsics. SAFETY (for each `unsafe` block in this
+// impl): an `Avx2` token exists only inside `run_avx2`, which runs only when AVX2 and F16C were
+// detected; the methods are `inline(always)` into that `#[target_feature(enable =
+// "avx2,f16c")]` function. Loads and stores go through slices of the exact length they touch.
 impl Vector for Avx2 {
     const LANES: usize = 8;
     type U = __m256i;

@@ -9,15 +9,15 @@ use core::arch::x86_64::*;
 
 use crate::arch::generic::{self, Job, Vector};
 
-/// Token for AVX-512 F + BW; only [`run`] makes one, after the backend was found available.
+/// Token for AVX-512 F + BW (+ F16C); only [`run`] makes one, after the backend was found available.
 #[derive(Clone, Copy)]
 pub(crate) struct Avx512(());
 
 // Every method below calls AVX-512 (F, BW), AVX2 or F16C intrinsics (AVX-512 F implies AVX2).
 // SAFETY (for each `unsafe` block in this impl): an `Avx512` token exists only inside
 // `run_avx512`, which runs only when AVX-512 F, BW and F16C were detected; the methods are
-// `inline(always)` into that `#[target_feature(enable = "avx512f,avx512bw,f16c")]` function. Loads
-// and stores go through slices of the exact length they touch.
+// `inline(always)` into that `#[target_feature(enable = "avx512f,avx512bw,f16c")]` function.
+// Loads and stores go through slices of the exact length they touch.
 impl Vector for Avx512 {
     const LANES: usize = 16;
     const UNROLL_STEPS: bool = true;
@@ -197,10 +197,11 @@ impl Vector for Avx512 {
     fn dot_scaled(self, q: __m512i, xq8: &[i8], _: &[i16], scales: &[i16]) -> __m512i {
         let x = &xq8[..64];
         let s: [i32; 4] = core::array::from_fn(|g| i32::from(scales[g]) & 0xFFFF);
-        let s = s.map(|g| g | g << 16); // the group's i16 scale in both halves of a lane
-                                        // SAFETY: see the impl; `x` is 64 readable bytes. `maddubs` multiplies the unsigned
-                                        // quants (≤ 63) by the signed x and adds pairs into i16 (≤ 2·63·127, no saturation);
-                                        // `madd` multiplies those by the group's scale and adds pairs into i32.
+        // The group's i16 scale in both halves of a lane.
+        let s = s.map(|g| g | g << 16);
+        // SAFETY: see the impl; `x` is 64 readable bytes. `maddubs` multiplies the unsigned
+        // quants (≤ 63) by the signed x and adds pairs into i16 (≤ 2·63·127, no saturation);
+        // `madd` multiplies those by the group's scale and adds pairs into i32.
         unsafe {
             let pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(x.as_ptr().cast()));
             let scale = _mm512_set_epi32(

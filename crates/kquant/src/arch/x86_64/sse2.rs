@@ -8,8 +8,9 @@ use crate::arch::generic::{self, Job, Vector};
 #[derive(Clone, Copy)]
 pub(crate) struct Sse2;
 
-// SAFETY (for each `unsafe` block in this impl): SSE2 is part of the x86_64 baseline, so these intrinsics always run; loads and stores go
-// through slices of exactly the length they touch.
+// SAFETY (for each `unsafe` block in this impl): SSE2 is part of the x86_64 baseline, so
+// these intrinsics always run; loads and stores go through slices of exactly the length they
+// touch.
 impl Vector for Sse2 {
     const LANES: usize = 4;
     type U = __m128i;
