@@ -9,7 +9,8 @@ use core::arch::x86_64::*;
 
 use crate::arch::generic::{self, Job, Vector};
 
-/// Token for AVX-512 F + BW (+ F16C); only [`run`] makes one, after the backend was found available.
+/// Token for AVX-512 F + BW (+ F16C); only [`run`] makes one, after the backend was found
+/// available.
 #[derive(Clone, Copy)]
 pub(crate) struct Avx512(());
 
