@@ -16,6 +16,7 @@
 
 mod common;
 
+use cobordism_test_support::proptest_config;
 use common::{first_difference, mat_mat, mat_mat_int8, mat_vec, same_bits};
 use kquant::quantize::{quantize_row_q4k, quantize_row_q6k};
 use kquant::{
@@ -24,28 +25,11 @@ use kquant::{
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
-use proptest::test_runner::{Config, RngSeed};
+use proptest::test_runner::Config;
 
-/// `cases` cases from a fixed seed, unless `PROPTEST_CASES` / `PROPTEST_RNG_SEED` say otherwise;
-/// never a regression file; a bounded shrink so that a failure reports quickly.
+/// `cases` cases from this suite's fixed seed (see [`proptest_config`]).
 fn config(cases: u32) -> Config {
-    let env = Config::default();
-    let set = |name| std::env::var_os(name).is_some();
-    Config {
-        cases: if set("PROPTEST_CASES") {
-            env.cases
-        } else {
-            cases
-        },
-        rng_seed: if set("PROPTEST_RNG_SEED") {
-            env.rng_seed
-        } else {
-            RngSeed::Fixed(0x6b71_7561_6e74)
-        },
-        failure_persistence: None,
-        max_shrink_iters: 1024,
-        ..env
-    }
+    proptest_config(cases, 0x6b71_7561_6e74)
 }
 
 /// A matrix of quantized weights with its shape.

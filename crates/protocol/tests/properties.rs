@@ -16,32 +16,16 @@ use cobordism_protocol::{
     decode_hidden, encode_f32, Checksum, HiddenError, Manifest, ShardEntry, TopK, FORMAT,
     FORMAT_VERSION, MAX_BATCH,
 };
+use cobordism_test_support::proptest_config;
 use kquant::QuantType;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
-use proptest::test_runner::{Config, RngSeed};
+use proptest::test_runner::Config;
 
-/// `cases` cases from a fixed seed, unless `PROPTEST_CASES` / `PROPTEST_RNG_SEED` say otherwise;
-/// never a regression file; a bounded shrink so that a failure reports quickly.
+/// `cases` cases from this suite's fixed seed (see [`proptest_config`]).
 fn config(cases: u32) -> Config {
-    let env = Config::default();
-    let set = |name| std::env::var_os(name).is_some();
-    Config {
-        cases: if set("PROPTEST_CASES") {
-            env.cases
-        } else {
-            cases
-        },
-        rng_seed: if set("PROPTEST_RNG_SEED") {
-            env.rng_seed
-        } else {
-            RngSeed::Fixed(0x7072_6f74_6f63_6f6c)
-        },
-        failure_persistence: None,
-        max_shrink_iters: 1024,
-        ..env
-    }
+    proptest_config(cases, 0x7072_6f74_6f63_6f6c)
 }
 
 /// A relative object key: 1 to 3 segments, none of them empty or `..`.
