@@ -12,7 +12,7 @@ if validate scripts/fixtures/relaxed-dot.wasm 2>/dev/null; then
   exit 1
 fi
 for f in "$@"; do
-  [ -f "$f" ] || continue
+  [ -f "$f" ] || { echo "check-wasm: no such file: $f" >&2; exit 1; }
   validate "$f"
   echo "ok (valid, no relaxed SIMD): $f"
 done

@@ -20,7 +20,8 @@ $cli upload --dir "$work/slices" --bucket cobordism-lm-head --prefix model --loc
   --persist-to "$work/state" >/dev/null
 python3 -c "import struct,random; random.seed(1); open('$work/h.f32','wb').write(b''.join(struct.pack('<f', random.uniform(-2,2)) for _ in range(5376)))"
 
-coproc SHARDS { node scripts/local-shards.mjs --shards 1 --state "$work/state" --prefix model; }
+# Anonymous on purpose (loopback only): wrk sends no token.
+coproc SHARDS { node scripts/local-shards.mjs --shards 1 --state "$work/state" --prefix model --allow-anonymous; }
 trap 'kill $SHARDS_PID 2>/dev/null || true' EXIT
 read -r ready <&"${SHARDS[0]}"
 endpoint=$(node -e 'console.log(JSON.parse(process.argv[1]).endpoints[0])' "$ready")

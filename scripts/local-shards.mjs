@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Runs N local shard Workers until interrupted; prints {"endpoints": [...]} on one line when ready.
-// usage: scripts/local-shards.mjs [--shards 8] [--state DIR] [--prefix P] [--var K=V]… [--token T]
+// usage: scripts/local-shards.mjs [--shards 8] [--state DIR] [--prefix P] [--var K=V]…
+//        (--token T | --allow-anonymous)
+// Like deployed shards they serve nobody without one of the last two (or COBORDISM_TOKEN).
 import { parseArgs } from "node:util";
 import { startShards } from "../worker/local.mjs";
 
@@ -10,7 +12,8 @@ const { values } = parseArgs({
     state: { type: "string" },
     prefix: { type: "string", default: "model" },
     var: { type: "string", multiple: true, default: [] },
-    token: { type: "string" },
+    token: { type: "string", default: process.env.COBORDISM_TOKEN },
+    "allow-anonymous": { type: "boolean", default: false },
   },
 });
 const vars = Object.fromEntries(
@@ -31,6 +34,7 @@ const local = await startShards({
   prefix: values.prefix,
   vars,
   authToken: values.token,
+  anonymous: values["allow-anonymous"],
 });
 console.log(JSON.stringify({ endpoints: local.endpoints }));
 let stopping = false;

@@ -1,12 +1,14 @@
 // Faults in the real runtime: instance resets (panic, out of memory), a slowly streamed body, a
 // new manifest version uploaded mid-traffic. Each ends in a documented status and a clean
-// recovery, never in wrong logits.
+// recovery, never in wrong logits. These run the test shard (`scripts/build-worker.sh --test`):
+// fault routes, and wasm memory capped as production caps it.
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { startShards } from "../../worker/local.mjs";
-import { makeModel, seed, hiddenBytes, localLogits, post, health } from "./helpers.mjs";
+import { makeModel, seed, hiddenBytes, localLogits, post, health, TOKEN } from "./helpers.mjs";
 
-const VARS = { MANIFEST_TTL_MS: "0", LOAD_RETRY_MS: "0", FAULT_INJECTION: "1" };
+const VARS = { MANIFEST_TTL_MS: "0", LOAD_RETRY_MS: "0" };
+const start = (shards) => startShards({ shards, vars: VARS, authToken: TOKEN, testBuild: true });
 let model;
 before(() => {
   model = makeModel({ type: "q6_k", hidden: 512, vocab: 4096, shards: 2, seed: 21 });
@@ -19,13 +21,13 @@ function part(full, manifest, i) {
 
 for (const fault of ["panic", "oom"]) {
   test(`after a ${fault} resets the wasm instance the next request reloads cleanly`, async () => {
-    const local = await startShards({ shards: 2, vars: VARS });
+    const local = await start(2);
     try {
       await seed(await local.bucket(), model);
       const h = hiddenBytes(512, 3);
       const expected = part(localLogits(model, h), model.manifest, 0);
       assert.equal((await post(local.endpoints[0], h)).headers.get("x-cache"), "miss");
-      const r = await fetch(`${local.endpoints[0]}/__fault/${fault}`, { method: "POST" });
+      const r = await fetch(`${local.endpoints[0]}/__fault/${fault}`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
       assert.equal(r.status, 500);
       await r.arrayBuffer();
       assert.equal((await health(local.endpoints[0])).resident, false);
@@ -39,18 +41,8 @@ for (const fault of ["panic", "oom"]) {
   });
 }
 
-test("fault routes do not exist unless FAULT_INJECTION is set", async () => {
-  const local = await startShards({ shards: 1, vars: {} });
-  try {
-    const r = await fetch(`${local.endpoints[0]}/__fault/panic`, { method: "POST" });
-    assert.equal(r.status, 404);
-  } finally {
-    await local.dispose();
-  }
-});
-
 test("a slowly streamed body is answered correctly", async () => {
-  const local = await startShards({ shards: 2, vars: VARS });
+  const local = await start(2);
   try {
     await seed(await local.bucket(), model);
     const h = hiddenBytes(512, 4);
@@ -63,7 +55,7 @@ test("a slowly streamed body is answered correctly", async () => {
         i += 256;
       },
     });
-    const r = await fetch(`${local.endpoints[1]}/cobordism-lm-head`, { method: "POST", body, duplex: "half" });
+    const r = await fetch(`${local.endpoints[1]}/cobordism-lm-head`, { method: "POST", body, duplex: "half", headers: { Authorization: `Bearer ${TOKEN}` } });
     assert.equal(r.status, 200);
     assert.deepEqual(new Uint8Array(await r.arrayBuffer()), part(localLogits(model, h), model.manifest, 1));
   } finally {
@@ -73,7 +65,7 @@ test("a slowly streamed body is answered correctly", async () => {
 
 test("a new manifest version uploaded mid-traffic never yields wrong logits", async () => {
   const next = makeModel({ type: "q6_k", hidden: 512, vocab: 4096, shards: 2, seed: 22 });
-  const local = await startShards({ shards: 2, vars: VARS });
+  const local = await start(2);
   try {
     const bucket = await local.bucket();
     await seed(bucket, model);

@@ -58,17 +58,26 @@ export function localLogits(model, hidden, { int8 = false } = {}) {
   return new Uint8Array(readFileSync(join(dir, "out.f32")));
 }
 
-export async function post(endpoint, body, { query = "", headers = {} } = {}) {
+/** The AUTH_TOKEN of the test shards (shards serve nobody without one). */
+export const TOKEN = "test-token-0f9d2c";
+
+/** `Authorization` for `token`, none for `null`. */
+export function bearer(token = TOKEN) {
+  return token === null ? {} : { Authorization: `Bearer ${token}` };
+}
+
+/** POSTs to a shard, with the test token unless `token` says otherwise (`null`: none). */
+export async function post(endpoint, body, { query = "", headers = {}, token = TOKEN } = {}) {
   const r = await fetch(`${endpoint}/cobordism-lm-head${query}`, {
     method: "POST",
     body,
-    headers: { "Content-Type": "application/octet-stream", ...headers },
+    headers: { "Content-Type": "application/octet-stream", ...bearer(token), ...headers },
   });
   return { status: r.status, headers: r.headers, body: new Uint8Array(await r.arrayBuffer()) };
 }
 
-export async function health(endpoint, headers = {}) {
-  return (await fetch(`${endpoint}/healthz`, { headers })).json();
+export async function health(endpoint, { token = TOKEN } = {}) {
+  return (await fetch(`${endpoint}/healthz`, { headers: bearer(token) })).json();
 }
 
 export function json(res) {

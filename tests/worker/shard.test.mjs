@@ -4,7 +4,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startShards } from "../../worker/local.mjs";
-import { makeModel, seed, hiddenBytes, localLogits, post, health, json } from "./helpers.mjs";
+import { makeModel, seed, hiddenBytes, localLogits, post, health, json, cli, TOKEN } from "./helpers.mjs";
+import { join } from "node:path";
 
 const FAST = { MANIFEST_TTL_MS: "0", LOAD_RETRY_MS: "0" };
 let q6, q4;
@@ -15,7 +16,7 @@ before(() => {
 });
 
 async function withShards(opts, fn) {
-  const local = await startShards({ shards: 2, vars: FAST, ...opts });
+  const local = await startShards({ shards: 2, vars: FAST, authToken: TOKEN, ...opts });
   try {
     return await fn(local);
   } finally {
@@ -138,6 +139,11 @@ test("every error has its status and a JSON body", async () => {
     assert.deepEqual([r.status, json(r).error], [413, "payload_too_large"]);
     r = await post(e, new Uint8Array(3 << 20));
     assert.equal(r.status, 413);
+    // Details are for the caller: no R2 keys, no parser positions.
+    await (await local.bucket()).put("model/manifest.json", "{\"format\": 1,");
+    r = await post(e, hiddenBytes(512, 1));
+    assert.deepEqual([r.status, json(r).error], [503, "manifest_invalid"]);
+    assert.doesNotMatch(json(r).detail, /line|column|model\//);
     const get = await fetch(`${e}/cobordism-lm-head`);
     assert.equal(get.status, 405);
     assert.equal(get.headers.get("allow"), "POST");
@@ -146,19 +152,97 @@ test("every error has its status and a JSON body", async () => {
   });
 });
 
-test("with AUTH_TOKEN set, a Bearer token is required", async () => {
+test("with AUTH_TOKEN set, a Bearer token is required; /healthz says only the state without it", async () => {
   await withShards({ authToken: "s3cret-token" }, async (local) => {
     await seed(await local.bucket(), q6);
     const h = hiddenBytes(512, 2);
     for (const headers of [{}, { Authorization: "Bearer wrong" }, { Authorization: "s3cret-token" }]) {
-      const r = await post(local.endpoints[0], h, { headers });
+      const r = await post(local.endpoints[0], h, { headers, token: null });
       assert.deepEqual([r.status, json(r).error], [401, "unauthorized"]);
       assert.equal(r.headers.get("www-authenticate"), "Bearer");
     }
-    assert.equal((await fetch(`${local.endpoints[0]}/healthz`)).status, 401);
-    const ok = await post(local.endpoints[0], h, { headers: { Authorization: "Bearer s3cret-token" } });
-    assert.equal(ok.status, 200);
+    for (const scheme of ["Bearer", "bearer", "BEARER"]) {
+      const ok = await post(local.endpoints[0], h, { headers: { Authorization: `${scheme} s3cret-token` }, token: null });
+      assert.equal(ok.status, 200, scheme);
+    }
+    assert.deepEqual(await health(local.endpoints[0], { token: null }), { state: "ready" });
+    assert.deepEqual(await health(local.endpoints[0], { token: "wrong" }), { state: "ready" });
+    const full = await health(local.endpoints[0], { token: "s3cret-token" });
+    assert.equal(full.slice.manifest_version, q6.manifest.version);
   });
+});
+
+test("closed by default: without AUTH_TOKEN a shard serves nobody unless ALLOW_ANONYMOUS is 1", async () => {
+  await withShards({ authToken: undefined }, async (local) => {
+    await seed(await local.bucket(), q6);
+    const r = await post(local.endpoints[0], hiddenBytes(512, 2), { token: null });
+    assert.deepEqual([r.status, json(r).error], [503, "auth_not_configured"]);
+    assert.match(json(r).detail, /AUTH_TOKEN/);
+    assert.deepEqual(await health(local.endpoints[0], { token: null }), { state: "empty" });
+  });
+  await withShards({ authToken: undefined, anonymous: true }, async (local) => {
+    await seed(await local.bucket(), q6);
+    const r = await post(local.endpoints[0], hiddenBytes(512, 2), { token: null });
+    assert.equal(r.status, 200);
+    assert.equal((await health(local.endpoints[0], { token: null })).slice.row_start, 0);
+  });
+});
+
+test("access is decided before the configuration is read, and configuration errors stay in the log", async () => {
+  await withShards({ vars: { ...FAST, MEMORY_BUDGET_MIB: "lots" } }, async (local) => {
+    const anonymous = await post(local.endpoints[0], hiddenBytes(512, 2), { token: null });
+    assert.deepEqual([anonymous.status, json(anonymous).error], [401, "unauthorized"]);
+    const r = await post(local.endpoints[0], hiddenBytes(512, 2));
+    assert.deepEqual([r.status, json(r).error], [503, "misconfigured"]);
+    assert.doesNotMatch(json(r).detail, /lots|MEMORY_BUDGET_MIB/);
+  });
+});
+
+test("the production build has no fault routes, whatever FAULT_INJECTION says", async () => {
+  await withShards({ vars: { ...FAST, FAULT_INJECTION: "1" } }, async (local) => {
+    for (const fault of ["panic", "oom"]) {
+      const r = await fetch(`${local.endpoints[0]}/__fault/${fault}`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
+      assert.equal(r.status, 404, fault);
+      await r.arrayBuffer();
+    }
+  });
+});
+
+test("a body over 8 × 4 × hidden is refused from its Content-Length, before it is sent", async () => {
+  await withShards({}, async (local) => {
+    await seed(await local.bucket(), q6);
+    assert.equal((await post(local.endpoints[0], hiddenBytes(512, 1))).status, 200);
+    const { request } = await import("node:http");
+    const url = new URL(`${local.endpoints[0]}/cobordism-lm-head`);
+    // Declares 9 vectors, sends 1 KiB and waits: the answer must come without the rest.
+    const status = await new Promise((resolve, reject) => {
+      const req = request(url, { method: "POST", headers: { "Content-Length": `${4 * 512 * 9}`, Authorization: `Bearer ${TOKEN}` } });
+      req.on("response", (res) => { res.resume(); resolve(res.statusCode); req.destroy(); });
+      req.on("error", reject);
+      req.write(new Uint8Array(1024));
+    });
+    assert.equal(status, 413);
+  });
+});
+
+test("cobordism plan and the shard agree on what fits a budget", async () => {
+  // Q6_K 512 × 4096 in two shards of 2048 rows: 0.82 MiB of blocks, ~1.2 MiB with its buffers.
+  const gguf = join(q6.dir, "model.gguf");
+  for (const mib of [1, 2]) {
+    let planFits = true;
+    try {
+      cli("plan", "--gguf", gguf, "--shards", "2", "--budget-mib", `${mib}`);
+    } catch (e) {
+      assert.equal(e.status, 3, `${e.stderr}`);
+      planFits = false;
+    }
+    await withShards({ vars: { ...FAST, MEMORY_BUDGET_MIB: `${mib}` } }, async (local) => {
+      await seed(await local.bucket(), q6);
+      const r = await post(local.endpoints[0], hiddenBytes(512, 1));
+      assert.equal(r.status, planFits ? 200 : 503, `${mib} MiB: plan says fits=${planFits}`);
+    });
+    assert.equal(planFits, mib === 2, `${mib} MiB`);
+  }
 });
 
 test("concurrent requests during a cold load: one load, 503 + Retry-After or right bits", async () => {
@@ -247,7 +331,7 @@ test("a slice over the memory budget is refused, not half-loaded", async () => {
 
 test("eight shards answer at once and assemble the full logits", async () => {
   const m = makeModel({ type: "q4_k", hidden: 512, vocab: 8000, shards: 8, seed: 8 });
-  const local = await startShards({ shards: 8, vars: FAST });
+  const local = await startShards({ shards: 8, vars: FAST, authToken: TOKEN });
   try {
     await seed(await local.bucket(), m);
     const h = hiddenBytes(512, 8);

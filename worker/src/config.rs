@@ -1,15 +1,13 @@
-//! The shard's configuration, read from the Worker's environment on each request.
+//! The shard's configuration, read from the Worker's environment on each authorized request
+//! (who may call is decided before, in `auth`).
 
+use cobordism_protocol::{mib_to_bytes, DEFAULT_BUDGET_MIB};
 use worker::Env;
 
 use crate::error::ApiError;
 
 /// Name of the R2 binding holding manifests and slices.
 pub const BUCKET_BINDING: &str = "LM_HEAD";
-
-/// Default budget for the resident slice plus its working buffers: 100 MiB of wasm memory,
-/// leaving room under the 128 MB isolate limit for the runtime, the JS heap and request bodies.
-pub const DEFAULT_BUDGET_MIB: u64 = 100;
 
 /// Settings of one shard (all from `[vars]` in wrangler.toml, the token from a secret).
 #[derive(Clone, Debug)]
@@ -20,7 +18,8 @@ pub struct Config {
     pub shard_count: usize,
     /// R2 key prefix of the model (`MODEL_PREFIX`): `<prefix>/manifest.json`.
     pub prefix: String,
-    /// Most bytes of wasm memory the slice and its buffers may take (`MEMORY_BUDGET_MIB`).
+    /// Most bytes of wasm memory the slice, its buffers and the request bodies in flight may
+    /// take (`MEMORY_BUDGET_MIB`, default 100; counted by `cobordism_protocol::MemoryNeed`).
     pub budget_bytes: u64,
     /// How often to look for a new manifest version (`MANIFEST_TTL_MS`, default 5000).
     pub manifest_ttl_ms: f64,
@@ -28,11 +27,10 @@ pub struct Config {
     pub load_retry_ms: f64,
     /// A load that made no progress for this long is taken over (`LOAD_STALL_MS`, 15000).
     pub load_stall_ms: f64,
-    /// Bearer token required when the `AUTH_TOKEN` secret is set.
-    pub auth_token: Option<String>,
 }
 
-fn var(env: &Env, name: &str) -> Option<String> {
+/// The value of variable `name`, if set.
+pub fn var(env: &Env, name: &str) -> Option<String> {
     env.var(name).ok().map(|v| v.to_string())
 }
 
@@ -58,19 +56,16 @@ impl Config {
         let prefix = var(env, "MODEL_PREFIX")
             .ok_or_else(|| ApiError::config("variable MODEL_PREFIX is not set"))?;
         let budget_mib: u64 = number(env, "MEMORY_BUDGET_MIB", Some(DEFAULT_BUDGET_MIB))?;
+        let budget_bytes = mib_to_bytes(budget_mib)
+            .ok_or_else(|| ApiError::config(format!("MEMORY_BUDGET_MIB {budget_mib} is absurd")))?;
         Ok(Config {
             shard_index,
             shard_count,
             prefix: prefix.trim_end_matches('/').to_string(),
-            budget_bytes: budget_mib << 20,
+            budget_bytes,
             manifest_ttl_ms: number(env, "MANIFEST_TTL_MS", Some(5000.0))?,
             load_retry_ms: number(env, "LOAD_RETRY_MS", Some(2000.0))?,
             load_stall_ms: number(env, "LOAD_STALL_MS", Some(15000.0))?,
-            auth_token: env
-                .secret("AUTH_TOKEN")
-                .ok()
-                .map(|s| s.to_string())
-                .filter(|t| !t.is_empty()),
         })
     }
 

@@ -1,5 +1,7 @@
 //! Error answers: JSON `{ "error": code, "detail": text }` with the right status. Details are
-//! written for the caller and never carry internal state beyond what `/healthz` shows.
+//! a sentence for the caller: what happened and what to do. What only the operator should see
+//! (R2 keys, parser messages, variable values) goes to the Worker's log with
+//! [`ApiError::logging`], where `wrangler tail` shows it.
 
 use serde::Serialize;
 use worker::{Headers, Response};
@@ -45,9 +47,21 @@ impl ApiError {
         }
     }
 
-    /// A deployment mistake (variables, manifest and configuration disagree): 503.
-    pub fn config(detail: impl Into<String>) -> Self {
-        ApiError::unavailable("misconfigured", detail, 30)
+    /// A deployment mistake (variables, manifest and configuration disagree): 503, with what is
+    /// wrong in the log only.
+    pub fn config(internal: impl core::fmt::Display) -> Self {
+        ApiError::unavailable(
+            "misconfigured",
+            "the shard's configuration is inconsistent; its operator finds why in the Worker's log",
+            30,
+        )
+        .logging(internal)
+    }
+
+    /// Writes what the operator needs to know about this error to the Worker's log.
+    pub fn logging(self, internal: impl core::fmt::Display) -> Self {
+        worker::console_error!("{} ({}): {internal}", self.code, self.status);
+        self
     }
 
     /// Adds a header to the answer.

@@ -1,37 +1,19 @@
 //! The two routes' work once method, configuration and token are checked.
 
 use cobordism_protocol::{
-    bearer_matches, decode_hidden, encode_f32, parse_top_k, HiddenError, Precision, TopK, MAX_BATCH,
+    decode_hidden, encode_f32, parse_top_k, HiddenError, Precision, TopK, MAX_BATCH, MAX_HIDDEN,
 };
 use futures_util::StreamExt;
 use serde_json::json;
 use worker::{Env, Headers, Request, Response};
 
+use crate::bodies::{self, too_large, Body};
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::resident::{self, budget_need, wasm_memory_bytes};
+use crate::resident::{self, wasm_memory_bytes};
 
-/// Largest body read before the slice (and so `hidden`) is known: 8 vectors of 65536 floats.
-const MAX_BODY_BYTES: usize = MAX_BATCH * 4 * 65536;
-
-/// With an `AUTH_TOKEN` secret set, requires `Authorization: Bearer <token>`, compared in
-/// constant time.
-pub fn authorize(cfg: &Config, req: &Request) -> Result<(), ApiError> {
-    let Some(expected) = &cfg.auth_token else {
-        return Ok(());
-    };
-    let given = req.headers().get("Authorization").ok().flatten();
-    if bearer_matches(given.as_deref(), expected) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            401,
-            "unauthorized",
-            "a valid Authorization: Bearer token is required",
-        )
-        .with_header("WWW-Authenticate", "Bearer"))
-    }
-}
+/// Largest body any manifest allows: refused from its `Content-Length` before anything else.
+const MAX_BODY_BYTES: usize = MAX_BATCH * 4 * MAX_HIDDEN;
 
 /// The value of query parameter `name`, if given.
 fn query(req: &Request, name: &str) -> Result<Option<String>, ApiError> {
@@ -57,65 +39,61 @@ fn precision(req: &Request) -> Result<Precision, ApiError> {
     })
 }
 
-fn too_large(limit: usize) -> ApiError {
-    ApiError::new(
-        413,
-        "payload_too_large",
-        format!("the body is larger than {limit} bytes"),
-    )
+/// The declared `Content-Length`, if any.
+fn content_length(req: &Request) -> Option<u64> {
+    let declared = req.headers().get("Content-Length").ok().flatten()?;
+    declared.trim().parse().ok()
 }
 
-/// Reads the body, refusing a missing or empty one (411) and stopping past `limit` bytes (413).
-async fn read_body(req: &mut Request, limit: usize) -> Result<Vec<u8>, ApiError> {
-    let declared = req.headers().get("Content-Length").ok().flatten();
-    if let Some(n) = declared
-        .as_deref()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-    {
-        if n > limit {
-            return Err(too_large(limit));
-        }
-    }
-    let mut body = Vec::new();
+/// Receives the body into `body`, stopping past `cap` bytes (413) and refusing a missing or
+/// empty one (411).
+async fn read_body(req: &mut Request, body: &Body, cap: usize) -> Result<(), ApiError> {
     if req.inner().body().is_some() {
         let mut stream = req.stream()?;
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk?;
-            if body.len() + chunk.len() > limit {
-                return Err(too_large(limit));
-            }
-            body.extend_from_slice(&chunk);
+            body.push(&chunk?, cap, js_sys::Date::now())?;
         }
     }
-    if body.is_empty() {
+    if body.with(|b| b.is_empty())? {
         return Err(ApiError::new(
             411,
             "length_required",
             "send the hidden state as the body (little-endian f32)",
         ));
     }
-    Ok(body)
+    Ok(())
 }
 
-/// `POST /cobordism-lm-head`.
+/// `POST /cobordism-lm-head`: the body is read only once the slice is resident, within the
+/// exact cap for its hidden size and in one of the body slots the memory budget allows.
 pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Response, ApiError> {
     let top_k = top_k(req)?;
     let precision = precision(req)?;
-    let body = read_body(req, MAX_BODY_BYTES).await?;
+    let declared = content_length(req);
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_large(MAX_BODY_BYTES));
+    }
     let residency = resident::ensure(cfg, env).await?;
+    let (hidden, slots) =
+        resident::with_resident(|r| (r.manifest.hidden, r.need.bodies_in_flight(cfg.budget_bytes)))
+            .ok_or_else(replaced)?;
+    let cap = MAX_BATCH * 4 * hidden;
+    if declared.is_some_and(|n| n > cap as u64) {
+        return Err(too_large(cap));
+    }
+    let body = Body::acquire(slots as usize, cap, js_sys::Date::now())?;
+    read_body(req, &body, cap).await?;
     let started = js_sys::Date::now();
     let answer = resident::with_resident(|r| {
-        let hidden = r.manifest.hidden;
-        if body.len() > MAX_BATCH * 4 * hidden {
-            return Err(too_large(MAX_BATCH * 4 * hidden));
-        }
-        let (x, n) = decode_hidden(&body, hidden).map_err(|e| {
-            let code = match e {
-                HiddenError::NonFinite { .. } => "non_finite",
-                _ => "bad_length",
-            };
-            ApiError::new(400, code, e.to_string())
-        })?;
+        let (x, n) = body
+            .with(|bytes| decode_hidden(bytes, r.manifest.hidden))?
+            .map_err(|e| {
+                let code = match e {
+                    HiddenError::NonFinite { .. } => "non_finite",
+                    _ => "bad_length",
+                };
+                ApiError::new(400, code, e.to_string())
+            })?;
         let logits = r.logits(&x, n, precision)?;
         let rows = r.entry.row_count;
         let payload = match top_k {
@@ -128,7 +106,7 @@ pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Respo
                 out
             }
         };
-        Ok((
+        Ok::<_, ApiError>((
             payload,
             n,
             r.entry.row_start,
@@ -136,9 +114,8 @@ pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Respo
             r.manifest.version.clone(),
         ))
     });
-    let (payload, n, row_start, rows, version) = answer.ok_or_else(|| {
-        ApiError::unavailable("slice_loading", "the slice was replaced; retry", 1)
-    })??;
+    let (payload, n, row_start, rows, version) = answer.ok_or_else(replaced)??;
+    drop(body);
     let compute_ms = js_sys::Date::now() - started;
     let headers = Headers::new();
     let set = |k: &str, v: &str| headers.set(k, v);
@@ -165,6 +142,17 @@ pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Respo
     Ok(Response::builder().with_headers(headers).fixed(payload))
 }
 
+fn replaced() -> ApiError {
+    ApiError::unavailable("slice_loading", "the slice was replaced; retry", 1)
+}
+
+/// `GET /healthz` for callers without access: the state and nothing else.
+pub fn healthz_public() -> Result<Response, ApiError> {
+    Ok(Response::from_json(
+        &json!({ "state": resident::state_name() }),
+    )?)
+}
+
 /// `GET /healthz`: the shard's state, without loading anything.
 pub fn healthz(cfg: &Config) -> Result<Response, ApiError> {
     let slice = resident::with_resident(|r| {
@@ -178,7 +166,8 @@ pub fn healthz(cfg: &Config) -> Result<Response, ApiError> {
             "checksum": r.entry.checksum,
             "manifest_version": r.manifest.version,
             "bytes": r.entry.bytes,
-            "budget_need_bytes": budget_need(&r.manifest, &r.entry),
+            "budget_need_bytes": r.need.least_budget(),
+            "bodies_in_flight_max": r.need.bodies_in_flight(cfg.budget_bytes),
             "load_ms": r.load_ms,
         })
     });
@@ -190,6 +179,7 @@ pub fn healthz(cfg: &Config) -> Result<Response, ApiError> {
         "resident": slice.is_some(),
         "slice": slice,
         "wasm_memory_bytes": wasm_memory_bytes(),
+        "bodies_in_flight": bodies::in_flight(),
         "budget_bytes": cfg.budget_bytes,
         "backend": kquant::Backend::best().name(),
         "build_version": env!("CARGO_PKG_VERSION"),

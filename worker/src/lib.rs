@@ -2,12 +2,18 @@
 //!
 //! * `POST /cobordism-lm-head`: `n` hidden vectors (little-endian f32) in, this shard's logits
 //!   out (`n · row_count` little-endian f32), or with `?top_k=K` its top K per vector.
-//! * `GET /healthz`: JSON state of the shard.
+//! * `GET /healthz`: JSON state of the shard (`{"state": …}` only for callers without access).
 //!
-//! The contract is written out in `docs/API.md`; the slice's life cycle in [`resident`].
+//! Each request is checked in this order: route and method, access ([`auth`]: closed by
+//! default), configuration, then the work ([`handlers`]). The contract is written out in
+//! `docs/API.md`; the slice's life cycle in [`resident`], request bodies in [`bodies`].
 
+mod auth;
+mod bodies;
 mod config;
 mod error;
+#[cfg(feature = "fault-injection")]
+mod fault;
 mod handlers;
 mod resident;
 
@@ -24,11 +30,11 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
 }
 
 async fn route(mut req: Request, env: &Env) -> Result<Response, ApiError> {
-    let (allowed, allow_header) = match req.path().as_str() {
+    let path = req.path();
+    let (allowed, allow_header) = match path.as_str() {
         "/cobordism-lm-head" => (req.method() == Method::Post, "POST"),
-        "/__fault/panic" | "/__fault/oom" if fault_injection(env) => {
-            (req.method() == Method::Post, "POST")
-        }
+        #[cfg(feature = "fault-injection")]
+        "/__fault/panic" | "/__fault/oom" => (req.method() == Method::Post, "POST"),
         "/healthz" => (
             matches!(req.method(), Method::Get | Method::Head),
             "GET, HEAD",
@@ -41,25 +47,19 @@ async fn route(mut req: Request, env: &Env) -> Result<Response, ApiError> {
                 .with_header("Allow", allow_header),
         );
     }
+    if let Err(refused) = auth::authorize(env, &req) {
+        return match path.as_str() {
+            "/healthz" => handlers::healthz_public(),
+            _ => Err(refused),
+        };
+    }
     let cfg = Config::from_env(env)?;
-    handlers::authorize(&cfg, &req)?;
-    match req.path().as_str() {
+    match path.as_str() {
         "/healthz" => handlers::healthz(&cfg),
-        "/__fault/panic" => panic!("fault injection: panic"),
-        "/__fault/oom" => {
-            // Grows wasm memory until the allocator fails, which aborts the instance.
-            let mut hog: Vec<Vec<u8>> = Vec::new();
-            loop {
-                hog.push(vec![1u8; 64 << 20]);
-            }
-        }
+        #[cfg(feature = "fault-injection")]
+        "/__fault/panic" => fault::panic(),
+        #[cfg(feature = "fault-injection")]
+        "/__fault/oom" => fault::exhaust_memory(),
         _ => handlers::lm_head(&cfg, env, &mut req).await,
     }
-}
-
-/// Test-only routes that panic or exhaust memory, enabled by `FAULT_INJECTION = "1"` (never set
-/// in wrangler.toml): they prove that an instance reset is followed by a clean reload.
-fn fault_injection(env: &Env) -> bool {
-    env.var("FAULT_INJECTION")
-        .is_ok_and(|v| v.to_string() == "1")
 }

@@ -20,7 +20,7 @@
 
 use std::cell::RefCell;
 
-use cobordism_protocol::{Checksum, Manifest, Precision, ShardEntry, MAX_BATCH};
+use cobordism_protocol::{Checksum, Manifest, MemoryNeed, Precision, ShardEntry, MAX_BATCH};
 use futures_util::StreamExt;
 use kquant::{Backend, QMatrix};
 use worker::{Bucket, Env};
@@ -34,6 +34,8 @@ pub struct Resident {
     pub manifest: Manifest,
     /// This shard's entry in it.
     pub entry: ShardEntry,
+    /// The wasm memory it needs, by part.
+    pub need: MemoryNeed,
     /// R2 etag of the manifest object, to notice a new upload.
     etag: String,
     /// When the manifest was last compared with R2.
@@ -83,14 +85,20 @@ pub fn wasm_memory_bytes() -> u64 {
     core::arch::wasm32::memory_size(0) as u64 * 65536
 }
 
-/// Wasm memory a resident slice needs: the blocks, and for a full batch the prepared
-/// activations, the outputs and the request body.
-pub fn budget_need(manifest: &Manifest, entry: &ShardEntry) -> u64 {
-    let floats = MAX_BATCH
-        * (manifest.quant_type().scratch_len(manifest.hidden)
-            + entry.row_count
-            + 2 * manifest.hidden);
-    entry.bytes + 4 * floats as u64
+/// `len` zeros, or `503 out_of_memory` if wasm memory cannot grow that far (an infallible
+/// allocation would abort the instance instead).
+pub fn zeroed<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T>, ApiError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| {
+        ApiError::unavailable(
+            "out_of_memory",
+            "the shard could not reserve the memory it needs; retry shortly",
+            30,
+        )
+        .logging(format!("{len} elements for {what}"))
+    })?;
+    v.resize(len, T::default());
+    Ok(v)
 }
 
 /// Makes sure the slice is resident, loading it when needed.
@@ -204,7 +212,6 @@ async fn load(cfg: &Config, bucket: &Bucket) -> Result<Residency, ApiError> {
             })
         }
         Err(error) => {
-            worker::console_error!("slice load failed: {}: {}", error.code, error.detail);
             STATE.with_borrow_mut(|s| {
                 if matches!(s, State::Loading { generation: g, .. } if *g == generation) {
                     *s = State::Failed {
@@ -236,15 +243,26 @@ async fn fetch(
     let started = now_ms();
     let manifest_key = cfg.manifest_key();
     let object = bucket.get(&manifest_key).execute().await?.ok_or_else(|| {
-        ApiError::unavailable("manifest_missing", format!("no object {manifest_key}"), 5)
+        ApiError::unavailable(
+            "manifest_missing",
+            "the model's manifest is not in the bucket (yet); retry later",
+            5,
+        )
+        .logging(format!("no object {manifest_key}"))
     })?;
     let etag = object.etag();
     let json = match object.body() {
         Some(body) => body.bytes().await?,
         None => Vec::new(),
     };
-    let manifest = Manifest::parse(&json)
-        .map_err(|e| ApiError::unavailable("manifest_invalid", e.to_string(), 5))?;
+    let manifest = Manifest::parse(&json).map_err(|e| {
+        ApiError::unavailable(
+            "manifest_invalid",
+            "the model's manifest is invalid; its operator finds why in the Worker's log",
+            5,
+        )
+        .logging(format!("{manifest_key}: {e}"))
+    })?;
     if manifest.shard_count != cfg.shard_count {
         return Err(ApiError::config(format!(
             "the manifest has {} shards, this worker is configured for SHARD_COUNT {}",
@@ -252,42 +270,54 @@ async fn fetch(
         )));
     }
     let entry = manifest.shards[cfg.shard_index].clone();
-    let need = budget_need(&manifest, &entry);
-    if need > cfg.budget_bytes {
+    let need = MemoryNeed::of_shard(&manifest, &entry);
+    if !need.fits(cfg.budget_bytes) {
         return Err(ApiError::unavailable(
             "over_budget",
             format!(
-                "slice {} needs {:.1} MiB of wasm memory, over the budget of {:.1} MiB \
-                 (MEMORY_BUDGET_MIB); cut the model into more shards",
-                entry.key,
-                need as f64 / 1048576.0,
-                cfg.budget_bytes as f64 / 1048576.0
+                "this shard's slice needs {:.1} MiB of wasm memory with its buffers, more than \
+                 MEMORY_BUDGET_MIB allows; cut the model into more shards (cobordism plan)",
+                need.least_budget() as f64 / 1048576.0,
             ),
             60,
-        ));
+        )
+        .logging(format!(
+            "{}: needs {} bytes, budget {} bytes",
+            entry.key,
+            need.least_budget(),
+            cfg.budget_bytes
+        )));
     }
     let key = cfg.object_key(&entry.key);
-    let object = bucket
-        .get(&key)
-        .execute()
-        .await?
-        .ok_or_else(|| ApiError::unavailable("slice_missing", format!("no object {key}"), 5))?;
+    let object = bucket.get(&key).execute().await?.ok_or_else(|| {
+        ApiError::unavailable(
+            "slice_missing",
+            "this shard's slice is not in the bucket (yet); retry later",
+            5,
+        )
+        .logging(format!("no object {key}"))
+    })?;
     if object.size() != entry.bytes {
         return Err(corrupt(
             &key,
+            "size",
             format!("{} bytes, manifest says {}", object.size(), entry.bytes),
         ));
     }
     let expected = entry.bytes;
-    let size = usize::try_from(expected).map_err(|_| corrupt(&key, "too large".into()))?;
+    let size = usize::try_from(expected).map_err(|_| corrupt(&key, "size", "too large".into()))?;
     buf.try_reserve_exact(size).map_err(|_| {
         ApiError::unavailable(
             "out_of_memory",
-            format!("could not reserve {size} bytes of wasm memory for the slice"),
+            "the shard could not reserve the memory for its slice; retry later",
             30,
         )
+        .logging(format!("{size} bytes for {key}"))
     })?;
-    let scratch = vec![0.0; MAX_BATCH * manifest.quant_type().scratch_len(manifest.hidden)];
+    let scratch = zeroed(
+        MAX_BATCH * manifest.quant_type().scratch_len(manifest.hidden),
+        "the kernels' scratch",
+    )?;
     // Hand the reserved buffer to the state, so that it is never held by a request alone.
     STATE.with_borrow_mut(|s| {
         if let State::Loading {
@@ -306,7 +336,7 @@ async fn fetch(
     let mut checksum = Checksum::new();
     let mut stream = object
         .body()
-        .ok_or_else(|| corrupt(&key, "no body".into()))?
+        .ok_or_else(|| corrupt(&key, "size", "no body".into()))?
         .stream()?;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
@@ -329,7 +359,7 @@ async fn fetch(
         });
         match accepted {
             None => return Err(superseded()),
-            Some(false) => return Err(corrupt(&key, "longer than its size".into())),
+            Some(false) => return Err(corrupt(&key, "size", "longer than its size".into())),
             Some(true) => {}
         }
     }
@@ -343,6 +373,7 @@ async fn fetch(
     if slice.len() != size {
         return Err(corrupt(
             &key,
+            "size",
             format!("stream ended after {} of {size} bytes", slice.len()),
         ));
     }
@@ -350,12 +381,14 @@ async fn fetch(
     if sum != entry.checksum {
         return Err(corrupt(
             &key,
+            "checksum",
             format!("checksum {sum}, manifest says {}", entry.checksum),
         ));
     }
     Ok(Box::new(Resident {
         manifest,
         entry,
+        need,
         etag,
         checked_ms: now_ms(),
         slice,
@@ -364,12 +397,14 @@ async fn fetch(
     }))
 }
 
-fn corrupt(key: &str, what: String) -> ApiError {
+/// `503 slice_corrupt`: the object does not match the manifest in `aspect` (size or checksum).
+fn corrupt(key: &str, aspect: &str, what: String) -> ApiError {
     ApiError::unavailable(
         "slice_corrupt",
-        format!("object {key} is corrupt: {what}"),
+        format!("this shard's slice does not match its manifest ({aspect}); retry later"),
         5,
     )
+    .logging(format!("{key}: {what}"))
 }
 
 /// Runs `f` on the resident slice, if there is one.
@@ -405,14 +440,8 @@ impl Resident {
             rows,
             self.manifest.hidden,
         )
-        .map_err(|e| {
-            ApiError::new(
-                500,
-                "internal",
-                format!("slice does not match its shape: {e}"),
-            )
-        })?;
-        let mut out = vec![0.0f32; n * rows];
+        .map_err(|e| internal(format!("slice does not match its shape: {e}")))?;
+        let mut out = zeroed(n * rows, "the logits")?;
         // The exact mode's scratch is the larger of the two, and is what `fetch` reserved.
         match precision {
             Precision::Exact => {
@@ -424,8 +453,18 @@ impl Resident {
                 m.mat_mat_int8_with(Backend::best(), hidden, &mut out, scratch)
             }
         }
-        .map_err(|e| ApiError::new(500, "internal", e.to_string()))?;
+        .map_err(|e| internal(e.to_string()))?;
         cobordism_protocol::softcap(&mut out, self.manifest.softcap);
         Ok(out)
     }
+}
+
+/// `500 internal`: a bug, described in the log.
+fn internal(what: String) -> ApiError {
+    ApiError::new(
+        500,
+        "internal",
+        "the shard failed; this is a bug worth reporting",
+    )
+    .logging(what)
 }

@@ -59,6 +59,19 @@ fn repo_root() -> Result<PathBuf> {
         .context("run the demo inside the cobordism repository (no wrangler.toml found above)")
 }
 
+/// Where the shards and `cobordism logits` take the bearer token from.
+const TOKEN_VAR: &str = "COBORDISM_TOKEN";
+
+/// 128 random bits as hex, from the operating system.
+fn random_token() -> Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("reading /dev/urandom for the demo's token")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// Runs `cobordism <args>` (this binary), printing the command first.
 fn step(args: &[&str]) -> Result<()> {
     println!("\n$ cobordism {}", args.join(" "));
@@ -81,7 +94,7 @@ impl Shards {
     fn start(root: &Path, shards: usize, state: &Path) -> Result<Shards> {
         let script = root.join("scripts/local-shards.mjs");
         println!(
-            "\n$ node scripts/local-shards.mjs --shards {shards} --state {}",
+            "\n$ node scripts/local-shards.mjs --shards {shards} --state {}   # token from {TOKEN_VAR}",
             state.display()
         );
         let mut child = Command::new("node")
@@ -203,6 +216,12 @@ pub fn run(args: &Args) -> Result<()> {
         "--persist-to",
         &state_arg,
     ])?;
+    // Shards serve nobody without a token: make one for this run, which the shards
+    // (`local-shards.mjs`) and `cobordism logits` both read from COBORDISM_TOKEN.
+    if std::env::var_os(TOKEN_VAR).is_none() {
+        std::env::set_var(TOKEN_VAR, random_token()?);
+        println!("\n$ export {TOKEN_VAR}=…   # a random bearer token for the local shards");
+    }
     let local = Shards::start(&root, args.shards, &state)?;
     let endpoints_file = work.join("endpoints.txt");
     std::fs::write(&endpoints_file, local.endpoints.join("\n") + "\n")?;

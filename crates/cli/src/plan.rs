@@ -3,22 +3,23 @@
 //!
 //! Rows are split as evenly as possible: the first `vocab % shards` shards get one extra row.
 //!
-//! The default budget is 100 MiB per slice. A Worker isolate has 128 MB of memory in total; the
-//! slice lives in wasm linear memory next to the wasm runtime and code, the JavaScript heap, the
-//! request and response buffers and the allocator's slack, which need the remaining ~28 MB.
+//! "Fits" means what the shard itself checks before it loads a slice
+//! ([`cobordism_protocol::MemoryNeed`]): the slice, the kernels' scratch, one request computing and
+//! at least [`MIN_BODIES_IN_FLIGHT`] request bodies in flight within the budget (default 100 MiB,
+//! leaving ~28 MB of a Worker's 128 MB for the runtime and the JavaScript heap).
 
 use std::path::PathBuf;
 
 use anyhow::{ensure, Result};
 use clap::Args as ClapArgs;
-use cobordism_protocol::MAX_SHARDS;
+use cobordism_protocol::{
+    max_rows, mib_to_bytes, MemoryNeed, DEFAULT_BUDGET_MIB, MAX_SHARDS, MIN_BODIES_IN_FLIGHT,
+};
 
 use crate::gguf::Gguf;
 use crate::lm_head::LmHead;
 use crate::{ExitError, EXIT_DOES_NOT_FIT};
 
-/// Default slice budget in MiB (see the module docs for why).
-pub const DEFAULT_BUDGET_MIB: u64 = 100;
 const MIB: f64 = (1u64 << 20) as f64;
 
 /// Arguments of `cobordism plan`.
@@ -43,8 +44,9 @@ pub struct Args {
 /// The per-slice memory budget option, shared with `slice`.
 #[derive(ClapArgs, Debug, Clone, Copy)]
 pub struct Budget {
-    /// Most MiB one shard's slice may take. The default, 100, leaves ~28 MB of a Worker's 128 MB
-    /// for the runtime, the JS heap and the request buffers.
+    /// Most MiB of wasm memory one shard may use for its slice, scratch, the request computing
+    /// and the bodies in flight (the shard's MEMORY_BUDGET_MIB). The default, 100, leaves ~28 MB
+    /// of a Worker's 128 MB for the runtime and the JS heap.
     #[arg(long = "budget-mib", value_name = "MIB", default_value_t = DEFAULT_BUDGET_MIB,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub mib: u64,
@@ -52,7 +54,7 @@ pub struct Budget {
 
 impl Budget {
     fn bytes(self) -> u64 {
-        self.mib.saturating_mul(1 << 20)
+        mib_to_bytes(self.mib).unwrap_or(u64::MAX)
     }
 }
 
@@ -127,22 +129,33 @@ impl Plan {
         if let Some(c) = h.softcap {
             println!("softcap {c}");
         }
-        println!("budget  {} MiB per shard slice\n", self.budget.mib);
-        println!("shard        rows           count        MiB  fits");
+        println!(
+            "budget  {} MiB of wasm memory per shard (slice, scratch, one request computing, \
+             at least {MIN_BODIES_IN_FLIGHT} request bodies)\n",
+            self.budget.mib
+        );
+        println!("shard        rows           count  slice MiB   need MiB  bodies  fits");
         for s in &self.shards {
+            let need = self.need(s);
             println!(
-                "{:>5}  {:>18}  {:>10}  {:>9.2}  {}",
+                "{:>5}  {:>18}  {:>10}  {:>9.2}  {:>9.2}  {:>6}  {}",
                 s.index,
                 format!("{}..{}", s.row_start, s.row_start + s.row_count),
                 s.row_count,
                 s.bytes as f64 / MIB,
+                need.least_budget() as f64 / MIB,
+                need.bodies_in_flight(self.budget.bytes()),
                 if self.fits(s) { "yes" } else { "NO" }
             );
         }
     }
 
+    fn need(&self, s: &ShardRows) -> MemoryNeed {
+        MemoryNeed::of(self.head.ty, self.head.hidden, s.row_count)
+    }
+
     fn fits(&self, s: &ShardRows) -> bool {
-        s.bytes <= self.budget.bytes()
+        self.need(s).fits(self.budget.bytes())
     }
 
     /// Fails with exit code 3 if any slice is over budget, naming the smallest count that fits.
@@ -151,7 +164,12 @@ impl Plan {
         if over == 0 {
             return Ok(());
         }
-        let largest = self.shards.iter().map(|s| s.bytes).max().unwrap_or(0);
+        let largest = self
+            .shards
+            .iter()
+            .map(|s| self.need(s).least_budget())
+            .max()
+            .unwrap_or(0);
         let advice = match smallest_fitting(&self.head, self.budget) {
             Some(n) if n <= MAX_SHARDS.min(self.head.vocab) => {
                 format!("the smallest shard count that fits is {n} (--shards {n})")
@@ -161,14 +179,16 @@ impl Plan {
                  raise --budget-mib"
             ),
             None => format!(
-                "a single row is {} bytes, more than the budget: no shard count fits",
+                "a single row of {} bytes with its buffers needs more than the budget: no \
+                 shard count fits",
                 self.head.row_bytes
             ),
         };
         Err(ExitError {
             code: EXIT_DOES_NOT_FIT,
             message: format!(
-                "{over} of {} shard slices do not fit in {} MiB (the largest is {:.2} MiB); {advice}",
+                "{over} of {} shard slices do not fit in {} MiB (the largest needs {:.2} MiB); \
+                 {advice}",
                 self.shards.len(),
                 self.budget.mib,
                 largest as f64 / MIB
@@ -180,7 +200,7 @@ impl Plan {
 
 /// The fewest shards whose largest slice fits `budget`, `None` if not even one row fits.
 fn smallest_fitting(head: &LmHead, budget: Budget) -> Option<usize> {
-    let rows_per_shard = usize::try_from(budget.bytes() / head.row_bytes as u64).ok()?;
+    let rows_per_shard = max_rows(head.ty, head.hidden, budget.bytes());
     (rows_per_shard > 0).then(|| head.vocab.div_ceil(rows_per_shard))
 }
 
@@ -245,7 +265,8 @@ mod tests {
             assert!(n == 1 || !fits(n - 1), "vocab {vocab}: {} would fit", n - 1);
         }
         let mut wide = head(4);
-        wide.row_bytes = 2 << 20;
+        wide.hidden = 65536;
+        wide.row_bytes = 65536 / 256 * 210;
         assert_eq!(smallest_fitting(&wide, Budget { mib: 1 }), None);
     }
 }

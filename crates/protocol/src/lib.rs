@@ -4,19 +4,27 @@
 //! * [`Checksum`]: the streaming XXH3-64 checksum of a slice, `"xxh3-64:<16 hex digits>"`.
 //! * [`TopK`]: the binary answer of `POST /cobordism-lm-head?top_k=K`.
 //! * [`decode_hidden`]: the request body (`n · hidden` little-endian f32) and its checks;
-//!   [`parse_top_k`] and [`bearer_matches`]: the query and the `Authorization` header.
+//!   [`parse_top_k`], [`Access`] and [`bearer_matches`]: the query and who may call.
 //! * [`softcap`]: the final-logit soft cap `c · tanh(z / c)`.
+//! * [`MemoryNeed`]: the wasm memory a shard's slice needs, for the shard and `cobordism plan`.
 
+mod budget;
 mod checksum;
 mod hidden;
 mod manifest;
 mod request;
 mod topk;
 
+pub use budget::{
+    max_rows, mib_to_bytes, MemoryNeed, DEFAULT_BUDGET_MIB, MAX_BODIES_IN_FLIGHT,
+    MIN_BODIES_IN_FLIGHT,
+};
 pub use checksum::Checksum;
 pub use hidden::{decode_hidden, encode_f32, HiddenError, MAX_BATCH};
-pub use manifest::{Manifest, ManifestError, ShardEntry, FORMAT, FORMAT_VERSION, MAX_SHARDS};
-pub use request::{bearer_matches, parse_top_k, Precision};
+pub use manifest::{
+    Manifest, ManifestError, ShardEntry, FORMAT, FORMAT_VERSION, MAX_HIDDEN, MAX_SHARDS, MAX_VOCAB,
+};
+pub use request::{bearer_matches, parse_top_k, Access, Precision};
 pub use topk::{TopK, TopKError, MAX_TOP_K};
 
 /// The final-logit soft cap: `c · tanh(z / c)` in place (gemma-2/3 style); `None` leaves `z`.

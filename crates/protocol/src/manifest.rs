@@ -86,6 +86,10 @@ fn fail<T>(msg: impl Into<String>) -> Result<T, ManifestError> {
 const MAX_MANIFEST_BYTES: usize = 1 << 20;
 /// Most shards in one manifest.
 pub const MAX_SHARDS: usize = 4096;
+/// Widest hidden size accepted (today's largest models use 16384).
+pub const MAX_HIDDEN: usize = 65536;
+/// Largest vocabulary accepted (today's largest use ~262k).
+pub const MAX_VOCAB: usize = 1 << 24;
 
 impl Manifest {
     /// Parses and validates `manifest.json`.
@@ -143,11 +147,17 @@ impl Manifest {
                 self.dtype
             ))
         })?;
+        if self.hidden > MAX_HIDDEN {
+            return fail(format!("hidden = {} is over {MAX_HIDDEN}", self.hidden));
+        }
         let row_bytes = ty
             .row_bytes(self.hidden)
             .map_err(|e| ManifestError(format!("hidden = {}: {e}", self.hidden)))?;
-        if self.vocab == 0 {
-            return fail("vocab must be positive");
+        if self.vocab == 0 || self.vocab > MAX_VOCAB {
+            return fail(format!(
+                "vocab must be 1 to {MAX_VOCAB}, not {}",
+                self.vocab
+            ));
         }
         if self.shards.is_empty() || self.shards.len() > MAX_SHARDS {
             return fail(format!("needs 1 to {MAX_SHARDS} shards"));
@@ -250,6 +260,8 @@ mod tests {
             (|m| m.format_version = 2, "format_version"),
             (|m| m.dtype = "q8_0".into(), "supported: q4_k, q6_k"),
             (|m| m.hidden = 100, "multiple of 256"),
+            (|m| m.hidden = MAX_HIDDEN + 256, "is over"),
+            (|m| m.vocab = MAX_VOCAB + 1, "vocab must be"),
             (|m| m.vocab = 7, "cover 6 rows"),
             (|m| m.shard_count = 3, "shard_count"),
             (|m| m.shards[1].row_start = 4, "expected to start at 3"),

@@ -44,12 +44,39 @@ pub fn parse_top_k(value: &str) -> Result<usize, String> {
     }
 }
 
-/// Whether an `Authorization` header value is `Bearer <expected>`. The token comparison takes
-/// the same time wherever the first difference is (only the length may leak).
+/// Who may call a shard: its policy (`AUTH_TOKEN` secret, `ALLOW_ANONYMOUS` variable) applied
+/// to one request's `Authorization` header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The right token, or no token configured and anonymous access allowed explicitly.
+    Granted,
+    /// A token is configured and the request does not carry it.
+    Unauthorized,
+    /// No token is configured and anonymous access is not allowed: the shard serves nobody.
+    NotConfigured,
+}
+
+impl Access {
+    /// Closed by default: without a (non-empty) token only `allow_anonymous` opens the shard; with
+    /// a token, the token is required whatever `allow_anonymous` says.
+    pub fn decide(token: Option<&str>, allow_anonymous: bool, header: Option<&str>) -> Access {
+        match token.filter(|t| !t.is_empty()) {
+            Some(expected) if bearer_matches(header, expected) => Access::Granted,
+            Some(_) => Access::Unauthorized,
+            None if allow_anonymous => Access::Granted,
+            None => Access::NotConfigured,
+        }
+    }
+}
+
+/// Whether an `Authorization` header value is `Bearer <expected>`. The scheme matches in any
+/// case (RFC 7235) and may be followed by several spaces; the token comparison takes the same
+/// time wherever the first difference is (only the length may leak).
 pub fn bearer_matches(header: Option<&str>, expected: &str) -> bool {
-    let token = header
-        .and_then(|h| h.strip_prefix("Bearer "))
-        .map(str::trim);
+    let token = header.and_then(|h| {
+        let (scheme, token) = h.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    });
     token.is_some_and(|t| bool::from(t.as_bytes().ct_eq(expected.as_bytes())))
 }
 
@@ -75,15 +102,38 @@ mod tests {
     }
 
     #[test]
+    fn closed_by_default() {
+        let ok = Some("Bearer t0ken");
+        assert_eq!(Access::decide(None, false, ok), Access::NotConfigured);
+        assert_eq!(Access::decide(Some(""), false, ok), Access::NotConfigured);
+        assert_eq!(Access::decide(None, true, None), Access::Granted);
+        assert_eq!(Access::decide(Some("t0ken"), false, ok), Access::Granted);
+        assert_eq!(Access::decide(Some("t0ken"), true, ok), Access::Granted);
+        assert_eq!(
+            Access::decide(Some("t0ken"), true, None),
+            Access::Unauthorized
+        );
+        assert_eq!(
+            Access::decide(Some("t0ken"), false, Some("Bearer other")),
+            Access::Unauthorized
+        );
+    }
+
+    #[test]
     fn bearer_tokens() {
         assert!(bearer_matches(Some("Bearer s3cret"), "s3cret"));
         assert!(bearer_matches(Some("Bearer s3cret "), "s3cret"));
+        assert!(bearer_matches(Some("bearer s3cret"), "s3cret"));
+        assert!(bearer_matches(Some("BEARER  s3cret"), "s3cret"));
         for bad in [
             None,
             Some("s3cret"),
             Some("Bearer s3cre"),
             Some("Bearer s3cret2"),
-            Some("bearer s3cret"),
+            Some("Bearers3cret"),
+            Some("Basic s3cret"),
+            Some("Bearer"),
+            Some("Bearer "),
             Some(""),
         ] {
             assert!(!bearer_matches(bad, "s3cret"), "{bad:?}");

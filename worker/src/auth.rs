@@ -1,0 +1,37 @@
+//! Who may call: decided before the configuration is read or a byte of the body is taken, by
+//! `cobordism_protocol::Access` (closed by default).
+//!
+//! * `AUTH_TOKEN` secret set: `Authorization: Bearer <token>` is required (the scheme in any
+//!   case), else `401 unauthorized`.
+//! * No token and `ALLOW_ANONYMOUS = "1"`: anyone may call (the operator chose it visibly).
+//! * No token and no `ALLOW_ANONYMOUS`: `503 auth_not_configured` for everyone.
+//!
+//! Whoever is refused still gets `GET /healthz` with `{"state": …}` and nothing else.
+
+use cobordism_protocol::Access;
+use worker::{Env, Request};
+
+use crate::config::var;
+use crate::error::ApiError;
+
+/// Applies the shard's policy to `req`.
+pub fn authorize(env: &Env, req: &Request) -> Result<(), ApiError> {
+    let token = env.secret("AUTH_TOKEN").ok().map(|s| s.to_string());
+    let allow_anonymous = var(env, "ALLOW_ANONYMOUS").is_some_and(|v| v.trim() == "1");
+    let header = req.headers().get("Authorization").ok().flatten();
+    match Access::decide(token.as_deref(), allow_anonymous, header.as_deref()) {
+        Access::Granted => Ok(()),
+        Access::Unauthorized => Err(ApiError::new(
+            401,
+            "unauthorized",
+            "a valid Authorization: Bearer token is required",
+        )
+        .with_header("WWW-Authenticate", "Bearer")),
+        Access::NotConfigured => Err(ApiError::unavailable(
+            "auth_not_configured",
+            "this shard has no AUTH_TOKEN secret and serves nobody until its operator sets one \
+             (or sets ALLOW_ANONYMOUS = \"1\")",
+            60,
+        )),
+    }
+}
