@@ -17,6 +17,7 @@ cargo clippy --workspace --exclude cobordism-worker --all-targets -- -D warnings
 cargo clippy -p kquant --target aarch64-unknown-linux-gnu --all-targets -- -D warnings
 cargo clippy -p kquant --target wasm32-wasip1 --all-targets -- -D warnings
 cargo clippy -p cobordism-worker --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -p cobordism-worker --target wasm32-unknown-unknown --features fault-injection -- -D warnings
 ok
 
 step "fixtures are what the gguf oracle makes"
@@ -40,8 +41,9 @@ cargo build -p kquant --no-default-features --target thumbv7em-none-eabihf
 cargo build -p kquant --release --target wasm32-unknown-unknown
 ok
 
-step "shard worker: build (worker-build), wrangler dry-run deploy of s0…s7"
+step "shard worker: build (worker-build) and the test build, wrangler dry-run deploy of s0…s7"
 scripts/build-worker.sh
+scripts/build-worker.sh --test # fault routes, wasm memory capped at 112 MiB (own target dir)
 cargo build --release -p cobordism
 # wrangler reruns [build] on every call: dry-run a copy of the config without it.
 sed '/^\[build\]/,/^$/d; s|^main = "|main = "../|' wrangler.toml >target/wrangler.nobuild.toml
@@ -54,10 +56,11 @@ echo "wrangler deploy --dry-run: s0…s7 ok"
 ok
 
 step "every .wasm validates with relaxed SIMD disabled"
-scripts/check-wasm.sh target/wasm32-wasip1/debug/deps/*.wasm target/wasm32-unknown-unknown/release/*.wasm worker/build/*.wasm
+scripts/check-wasm.sh target/wasm32-wasip1/debug/deps/*.wasm target/wasm32-unknown-unknown/release/*.wasm \
+  worker/build/*.wasm target/worker-test/build/*.wasm
 ok
 
-step "shard worker in workerd (Miniflare) against a local R2 bucket"
+step "shard worker in workerd (Miniflare) against a local R2 bucket; deploy-all with a stand-in wrangler"
 node --test tests/worker/
 ok
 
