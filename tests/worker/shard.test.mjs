@@ -219,6 +219,7 @@ test("a body over 8 × 4 × hidden is refused from its Content-Length, before it
       const req = request(url, { method: "POST", headers: { "Content-Length": `${4 * 512 * 9}`, Authorization: `Bearer ${TOKEN}` } });
       req.on("response", (res) => { res.resume(); resolve(res.statusCode); req.destroy(); });
       req.on("error", reject);
+      req.setTimeout(10_000, () => reject(new Error("no answer: the shard is waiting for the body")));
       req.write(new Uint8Array(1024));
     });
     assert.equal(status, 413);
