@@ -24,9 +24,11 @@ export const BINDING = "LM_HEAD";
  * @param {string} [o.authToken] sets the AUTH_TOKEN secret
  * @param {boolean} [o.anonymous] sets ALLOW_ANONYMOUS = "1"
  * @param {boolean} [o.testBuild] runs the test shard (TEST_SCRIPT) instead of the production one
+ * @param {{head?: boolean, get?: boolean}} [o.r2Faults] wraps the shards' R2 binding so that its
+ *   `head`/`get` throw while the flag of that name is true (the test flips them at will)
  * @returns {Promise<{endpoints: string[], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare}>}
  */
-export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false } = {}) {
+export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, r2Faults } = {}) {
   const script = testBuild ? TEST_SCRIPT : SCRIPT;
   if (!existsSync(script)) {
     throw new Error(`${script} is missing: run scripts/build-worker.sh${testBuild ? " --test" : ""} first`);
@@ -45,9 +47,10 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
       ...(authToken ? { AUTH_TOKEN: authToken } : {}),
       ...(anonymous ? { ALLOW_ANONYMOUS: "1" } : {}),
     },
-    r2Buckets: { [BINDING]: BUCKET },
+    ...(r2Faults ? { wrappedBindings: { [BINDING]: FAULTY_R2 } } : { r2Buckets: { [BINDING]: BUCKET } }),
     unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
   }));
+  if (r2Faults) workers.push(faultyR2(r2Faults));
   const mf = new Miniflare({
     workers,
     r2Persist: state ? join(state, "v3", "r2") : false,
@@ -61,7 +64,41 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
   return {
     mf,
     endpoints,
-    bucket: () => mf.getR2Bucket(BINDING, "s0"),
+    bucket: () => (r2Faults ? mf.getR2Bucket("INNER", FAULTY_R2) : mf.getR2Bucket(BINDING, "s0")),
     dispose: () => mf.dispose(),
+  };
+}
+
+const FAULTY_R2 = "faulty-r2";
+
+/**
+ * The worker behind a wrapped R2 binding that fails on demand: an `R2Bucket` (workers-rs checks
+ * the class name) whose `head`/`get` ask Node whether to throw, then use the real bucket.
+ */
+function faultyR2(faults) {
+  return {
+    name: FAULTY_R2,
+    modules: true,
+    script: `
+      class R2Bucket {
+        constructor(env) { this.env = env; }
+        async fail(op) {
+          const r = await this.env.FAULTS.fetch("http://faults/" + op);
+          if (r.status === 503) throw new Error("injected R2 failure: " + op);
+        }
+        async head(...args) { await this.fail("head"); return this.env.INNER.head(...args); }
+        async get(...args) { await this.fail("get"); return this.env.INNER.get(...args); }
+        put(...args) { return this.env.INNER.put(...args); }
+        delete(...args) { return this.env.INNER.delete(...args); }
+        list(...args) { return this.env.INNER.list(...args); }
+      }
+      export default function (env) { return new R2Bucket(env); }`,
+    r2Buckets: { INNER: BUCKET },
+    serviceBindings: {
+      FAULTS: async (request) => {
+        const op = new URL(request.url).pathname.slice(1);
+        return new Response(null, { status: faults[op] ? 503 : 204 });
+      },
+    },
   };
 }

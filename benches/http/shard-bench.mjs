@@ -48,7 +48,7 @@ for (const type of ["q4_k", "q6_k"]) {
         const r = await post(local.endpoints[0], h, { query });
         if (r.status !== 200) throw new Error(`warm request${query}: ${r.status}`);
         warm.push(performance.now() - t);
-        compute.push(Number(r.headers.get("x-compute-time-ms")));
+        compute.push(Number(/compute;dur=([\d.]+)/.exec(r.headers.get("server-timing") ?? "")?.[1] ?? NaN));
       }
       return [median(warm), median(compute)];
     };

@@ -9,6 +9,7 @@
 //! Whoever is refused still gets `GET /healthz` with `{"state": …}` and nothing else.
 
 use cobordism_protocol::Access;
+use cobordism_shard::ShardError;
 use worker::{Env, Request};
 
 use crate::config::var;
@@ -27,11 +28,12 @@ pub fn authorize(env: &Env, req: &Request) -> Result<(), ApiError> {
             "a valid Authorization: Bearer token is required",
         )
         .with_header("WWW-Authenticate", "Bearer")),
-        Access::NotConfigured => Err(ApiError::unavailable(
+        Access::NotConfigured => Err(ShardError::unavailable(
             "auth_not_configured",
             "this shard has no AUTH_TOKEN secret and serves nobody until its operator sets one \
              (or sets ALLOW_ANONYMOUS = \"1\")",
             60,
-        )),
+        )
+        .into()),
     }
 }

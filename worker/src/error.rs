@@ -1,24 +1,16 @@
-//! Error answers: JSON `{ "error": code, "detail": text }` with the right status. Details are
-//! a sentence for the caller: what happened and what to do. What only the operator should see
-//! (R2 keys, parser messages, variable values) goes to the Worker's log with
-//! [`ApiError::logging`], where `wrangler tail` shows it.
+//! Error answers: JSON `{ "error": code, "detail": text }` with the right status, from a
+//! [`ShardError`]. What is only for the operator (`ShardError::internal`: R2 keys, parser
+//! messages, variable values) goes to the Worker's log, where `wrangler tail` shows it.
 
+use cobordism_shard::ShardError;
 use serde::Serialize;
 use worker::{Headers, Response};
 
-/// An error to answer with.
+/// An error to answer with: a shard error and, for 401/405, one header.
 #[derive(Debug, Clone)]
 pub struct ApiError {
-    /// HTTP status.
-    pub status: u16,
-    /// Stable machine-readable code.
-    pub code: &'static str,
-    /// Human-readable explanation.
-    pub detail: String,
-    /// Seconds for `Retry-After` (503s).
-    pub retry_after: Option<u32>,
-    /// Extra header (`Allow` for 405, `WWW-Authenticate` for 401).
-    pub header: Option<(&'static str, &'static str)>,
+    error: ShardError,
+    header: Option<(&'static str, &'static str)>,
 }
 
 #[derive(Serialize)]
@@ -30,72 +22,55 @@ struct Body<'a> {
 impl ApiError {
     /// A plain error.
     pub fn new(status: u16, code: &'static str, detail: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            detail: detail.into(),
-            retry_after: None,
-            header: None,
-        }
+        ShardError::new(status, code, detail).into()
     }
 
-    /// 503 with `Retry-After`.
-    pub fn unavailable(code: &'static str, detail: impl Into<String>, retry_after: u32) -> Self {
-        ApiError {
-            retry_after: Some(retry_after),
-            ..ApiError::new(503, code, detail)
-        }
-    }
-
-    /// A deployment mistake (variables, manifest and configuration disagree): 503, with what is
-    /// wrong in the log only.
-    pub fn config(internal: impl core::fmt::Display) -> Self {
-        ApiError::unavailable(
-            "misconfigured",
-            "the shard's configuration is inconsistent; its operator finds why in the Worker's log",
-            30,
-        )
-        .logging(internal)
-    }
-
-    /// Writes what the operator needs to know about this error to the Worker's log.
-    pub fn logging(self, internal: impl core::fmt::Display) -> Self {
-        worker::console_error!("{} ({}): {internal}", self.code, self.status);
-        self
-    }
-
-    /// Adds a header to the answer.
+    /// Adds a header to the answer (`Allow` for 405, `WWW-Authenticate` for 401).
     pub fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
         self.header = Some((name, value));
         self
     }
 
-    /// The HTTP answer.
+    /// The HTTP answer; logs what is for the operator.
     pub fn into_response(self) -> Response {
+        let e = self.error;
+        if let Some(internal) = &e.internal {
+            worker::console_error!("{} ({}): {internal}", e.code, e.status);
+        }
         let body = serde_json::to_vec(&Body {
-            error: self.code,
-            detail: &self.detail,
+            error: e.code,
+            detail: &e.detail,
         })
         .unwrap_or_default();
         let headers = Headers::new();
         let _ = headers.set("Content-Type", "application/json");
         let _ = headers.set("Cache-Control", "no-store");
-        if let Some(s) = self.retry_after {
+        if let Some(s) = e.retry_after {
             let _ = headers.set("Retry-After", &s.to_string());
         }
         if let Some((name, value)) = self.header {
             let _ = headers.set(name, value);
         }
         Response::builder()
-            .with_status(self.status)
+            .with_status(e.status)
             .with_headers(headers)
             .fixed(body)
     }
 }
 
+impl From<ShardError> for ApiError {
+    fn from(error: ShardError) -> Self {
+        ApiError {
+            error,
+            header: None,
+        }
+    }
+}
+
 impl From<worker::Error> for ApiError {
     fn from(e: worker::Error) -> Self {
-        worker::console_error!("runtime error: {e}");
-        ApiError::unavailable("runtime_error", "the runtime failed this request; retry", 1)
+        ShardError::unavailable("runtime_error", "the runtime failed this request; retry", 1)
+            .with_internal(format_args!("runtime error: {e}"))
+            .into()
     }
 }

@@ -1,19 +1,32 @@
-//! The two routes' work once method, configuration and token are checked.
+//! The two routes' work once method, access and settings are checked.
+
+use std::rc::Rc;
 
 use cobordism_protocol::{
     decode_hidden, encode_f32, parse_top_k, HiddenError, Precision, TopK, MAX_BATCH, MAX_HIDDEN,
 };
+use cobordism_shard::{too_large, Body, BodyPool, Settings, Shard, ShardError};
 use futures_util::StreamExt;
 use serde_json::json;
 use worker::{Env, Headers, Request, Response};
 
-use crate::bodies::{self, too_large, Body};
-use crate::config::Config;
 use crate::error::ApiError;
-use crate::resident::{self, wasm_memory_bytes};
+use crate::r2::R2;
 
 /// Largest body any manifest allows: refused from its `Content-Length` before anything else.
 const MAX_BODY_BYTES: usize = MAX_BATCH * 4 * MAX_HIDDEN;
+
+thread_local! {
+    /// This isolate's slice.
+    static SHARD: Rc<Shard> = Rc::new(Shard::new());
+    /// This isolate's request body buffers.
+    static BODIES: BodyPool = BodyPool::default();
+}
+
+/// Bytes of wasm linear memory in use by the instance.
+fn wasm_memory_bytes() -> u64 {
+    core::arch::wasm32::memory_size(0) as u64 * 65536
+}
 
 /// The value of query parameter `name`, if given.
 fn query(req: &Request, name: &str) -> Result<Option<String>, ApiError> {
@@ -54,7 +67,7 @@ async fn read_body(req: &mut Request, body: &Body, cap: usize) -> Result<(), Api
             body.push(&chunk?, cap, js_sys::Date::now())?;
         }
     }
-    if body.with(|b| b.is_empty())? {
+    if body.with(<[u8]>::is_empty)? {
         return Err(ApiError::new(
             411,
             "length_required",
@@ -64,27 +77,35 @@ async fn read_body(req: &mut Request, body: &Body, cap: usize) -> Result<(), Api
     Ok(())
 }
 
+fn replaced() -> ShardError {
+    ShardError::unavailable("slice_loading", "the slice was replaced; retry", 1)
+}
+
 /// `POST /cobordism-lm-head`: the body is read only once the slice is resident, within the
-/// exact cap for its hidden size and in one of the body slots the memory budget allows.
-pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Response, ApiError> {
+/// exact cap for its hidden size and in one of the body buffers the memory budget allows.
+pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Response, ApiError> {
     let top_k = top_k(req)?;
     let precision = precision(req)?;
     let declared = content_length(req);
     if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Err(too_large(MAX_BODY_BYTES));
+        return Err(too_large(MAX_BODY_BYTES).into());
     }
-    let residency = resident::ensure(cfg, env).await?;
-    let (hidden, slots) =
-        resident::with_resident(|r| (r.manifest.hidden, r.need.bodies_in_flight(cfg.budget_bytes)))
-            .ok_or_else(replaced)?;
+    let shard = SHARD.with(Rc::clone);
+    let residency = shard.ensure(cfg, &R2::from_env(env)?).await?;
+    if let Some(why) = &residency.check_error {
+        worker::console_error!("manifest check failed, serving the resident slice: {why}");
+    }
+    let (hidden, slots) = shard
+        .with_resident(|r| (r.manifest.hidden, r.need.bodies_in_flight(cfg.budget_bytes)))
+        .ok_or_else(replaced)?;
     let cap = MAX_BATCH * 4 * hidden;
     if declared.is_some_and(|n| n > cap as u64) {
-        return Err(too_large(cap));
+        return Err(too_large(cap).into());
     }
-    let body = Body::acquire(slots as usize, cap, js_sys::Date::now())?;
+    let body = BODIES.with(|pool| pool.acquire(slots as usize, cap, js_sys::Date::now()))?;
     read_body(req, &body, cap).await?;
     let started = js_sys::Date::now();
-    let answer = resident::with_resident(|r| {
+    let answer = shard.with_resident(|r| {
         let (x, n) = body
             .with(|bytes| decode_hidden(bytes, r.manifest.hidden))?
             .map_err(|e| {
@@ -92,7 +113,7 @@ pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Respo
                     HiddenError::NonFinite { .. } => "non_finite",
                     _ => "bad_length",
                 };
-                ApiError::new(400, code, e.to_string())
+                ShardError::new(400, code, e.to_string())
             })?;
         let logits = r.logits(&x, n, precision)?;
         let rows = r.entry.row_count;
@@ -106,7 +127,7 @@ pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Respo
                 out
             }
         };
-        Ok::<_, ApiError>((
+        Ok::<_, ShardError>((
             payload,
             n,
             r.entry.row_start,
@@ -116,7 +137,13 @@ pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Respo
     });
     let (payload, n, row_start, rows, version) = answer.ok_or_else(replaced)??;
     drop(body);
+    // In production the clock stands still while the Worker computes: a compute time is
+    // reported only when it moved (locally), never as a misleading 0.
     let compute_ms = js_sys::Date::now() - started;
+    let mut timing = format!("load;dur={:.0}", residency.load_ms);
+    if compute_ms > 0.0 {
+        timing.push_str(&format!(", compute;dur={compute_ms:.0}"));
+    }
     let headers = Headers::new();
     let set = |k: &str, v: &str| headers.set(k, v);
     set("Content-Type", "application/octet-stream")?;
@@ -127,35 +154,25 @@ pub async fn lm_head(cfg: &Config, env: &Env, req: &mut Request) -> Result<Respo
     set("X-Batch", &n.to_string())?;
     set("X-Precision", precision.name())?;
     set("X-Manifest-Version", &version)?;
-    set("X-Compute-Time-Ms", &format!("{compute_ms:.0}"))?;
     set("X-Cache", if residency.hit { "hit" } else { "miss" })?;
-    set(
-        "Server-Timing",
-        &format!(
-            "load;dur={:.0}, compute;dur={compute_ms:.0}",
-            residency.load_ms
-        ),
-    )?;
+    set("Server-Timing", &timing)?;
     if let Some(k) = top_k {
         set("X-Top-K", &k.to_string())?;
     }
     Ok(Response::builder().with_headers(headers).fixed(payload))
 }
 
-fn replaced() -> ApiError {
-    ApiError::unavailable("slice_loading", "the slice was replaced; retry", 1)
-}
-
 /// `GET /healthz` for callers without access: the state and nothing else.
 pub fn healthz_public() -> Result<Response, ApiError> {
-    Ok(Response::from_json(
-        &json!({ "state": resident::state_name() }),
-    )?)
+    let state = SHARD.with(|s| s.health(js_sys::Date::now()).state);
+    Ok(Response::from_json(&json!({ "state": state }))?)
 }
 
 /// `GET /healthz`: the shard's state, without loading anything.
-pub fn healthz(cfg: &Config) -> Result<Response, ApiError> {
-    let slice = resident::with_resident(|r| {
+pub fn healthz(cfg: &Settings) -> Result<Response, ApiError> {
+    let shard = SHARD.with(Rc::clone);
+    let health = shard.health(js_sys::Date::now());
+    let slice = shard.with_resident(|r| {
         json!({
             "row_start": r.entry.row_start,
             "row_count": r.entry.row_count,
@@ -175,11 +192,14 @@ pub fn healthz(cfg: &Config) -> Result<Response, ApiError> {
         "shard_index": cfg.shard_index,
         "shard_count": cfg.shard_count,
         "model_prefix": cfg.prefix,
-        "state": resident::state_name(),
+        "state": health.state,
         "resident": slice.is_some(),
+        "loading_next": health.loading_next,
+        "checked_ms_ago": health.checked_ms_ago,
+        "last_check_error": health.last_check_error,
         "slice": slice,
         "wasm_memory_bytes": wasm_memory_bytes(),
-        "bodies_in_flight": bodies::in_flight(),
+        "bodies_in_flight": BODIES.with(BodyPool::in_flight),
         "budget_bytes": cfg.budget_bytes,
         "backend": kquant::Backend::best().name(),
         "build_version": env!("CARGO_PKG_VERSION"),

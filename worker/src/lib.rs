@@ -1,25 +1,23 @@
-//! The lm-head shard Worker.
+//! The lm-head shard Worker: a thin HTTP shell over `cobordism_shard`.
 //!
 //! * `POST /cobordism-lm-head`: `n` hidden vectors (little-endian f32) in, this shard's logits
 //!   out (`n · row_count` little-endian f32), or with `?top_k=K` its top K per vector.
 //! * `GET /healthz`: JSON state of the shard (`{"state": …}` only for callers without access).
 //!
 //! Each request is checked in this order: route and method, access ([`auth`]: closed by
-//! default), configuration, then the work ([`handlers`]). The contract is written out in
-//! `docs/API.md`; the slice's life cycle in [`resident`], request bodies in [`bodies`].
+//! default), settings ([`config`]), then the work ([`handlers`]). The slice's life cycle is
+//! `cobordism_shard::Shard` over R2 ([`r2`]); the contract is written out in `docs/API.md`.
 
 mod auth;
-mod bodies;
 mod config;
 mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
 mod handlers;
-mod resident;
+mod r2;
 
 use worker::{event, Context, Env, Method, Request, Response};
 
-use config::Config;
 use error::ApiError;
 
 #[event(fetch)]
@@ -53,7 +51,7 @@ async fn route(mut req: Request, env: &Env) -> Result<Response, ApiError> {
             _ => Err(refused),
         };
     }
-    let cfg = Config::from_env(env)?;
+    let cfg = config::settings(env)?;
     match path.as_str() {
         "/healthz" => handlers::healthz(&cfg),
         #[cfg(feature = "fault-injection")]

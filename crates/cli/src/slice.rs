@@ -1,6 +1,9 @@
-//! `cobordism slice`: copies each shard's rows of the lm-head out of the GGUF file into
-//! `shard-NN.bin`, checksumming while copying through a bounded buffer, then writes
+//! `cobordism slice`: copies each shard's rows of the lm-head out of the GGUF file,
+//! checksumming while copying through a bounded buffer, into `shard-NN.<xxh3>.bin`, then writes
 //! `manifest.json` last, so a directory with a manifest always has all its slices.
+//!
+//! Slice keys carry their checksum ([`slice_key`]): a new model version never overwrites an
+//! object that a shard may be loading for the old one, so an upload can go on under traffic.
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
@@ -8,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{ensure, Context, Result};
 use clap::Args as ClapArgs;
-use cobordism_protocol::{Checksum, Manifest, ShardEntry, FORMAT, FORMAT_VERSION};
+use cobordism_protocol::{slice_key, Checksum, Manifest, ShardEntry, FORMAT, FORMAT_VERSION};
 use indicatif::ProgressBar;
 
 use crate::plan::{self, Budget, Plan, ShardRows};
@@ -26,7 +29,7 @@ Examples:
   cobordism slice --gguf gemma-3-27b-it-Q6_K.gguf --shards 12 --out slices/gemma3
   cobordism slice --gguf model.gguf --shards 4 --out out --force
 
-Writes DIR/shard-00.bin … and DIR/manifest.json (last). Exits with 3, writing nothing, when a
+Writes DIR/shard-00.<checksum>.bin … and DIR/manifest.json (last). Exits with 3, writing nothing, when a
 slice does not fit the budget.")]
 pub struct Args {
     /// The GGUF model file.
@@ -49,7 +52,7 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<()> {
     let plan = plan::load(&args.gguf, args.shards, args.budget)?;
     plan.check_fits()?;
-    prepare_dir(&args.out, &plan, args.force)?;
+    prepare_dir(&args.out, args.force)?;
 
     let bar = progress::bytes(plan.head.total_bytes(), "slicing");
     let mut src =
@@ -87,31 +90,39 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// Whether `name` is a file `slice` writes (a slice, finished or not).
+fn is_slice_file(name: &str) -> bool {
+    name.starts_with("shard-") && (name.ends_with(".bin") || name.ends_with(".partial"))
+}
+
 /// Creates `dir`; refuses to overwrite an earlier run's files unless `force`. With `force` the old
-/// manifest is removed first, so no manifest ever describes half-rewritten slices.
-fn prepare_dir(dir: &Path, plan: &Plan, force: bool) -> Result<()> {
+/// manifest is removed first, so no manifest ever describes half-rewritten slices, then the old
+/// slices.
+fn prepare_dir(dir: &Path, force: bool) -> Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let manifest = dir.join(MANIFEST);
-    let existing = std::iter::once(manifest.clone())
-        .chain(plan.shards.iter().map(|s| dir.join(key(s))))
-        .find(|p| p.exists());
-    if let Some(p) = existing {
+    let mut existing: Vec<PathBuf> = fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_str().is_some_and(is_slice_file))
+        .map(|e| e.path())
+        .collect();
+    existing.sort();
+    if manifest.exists() {
+        existing.insert(0, manifest.clone());
+    }
+    if let Some(p) = existing.first() {
         ensure!(
             force,
             "{} already exists; pass --force to overwrite the slices in {}",
             p.display(),
             dir.display()
         );
-        if manifest.exists() {
-            fs::remove_file(&manifest)
-                .with_context(|| format!("cannot remove {}", manifest.display()))?;
+        for p in &existing {
+            fs::remove_file(p).with_context(|| format!("cannot remove {}", p.display()))?;
         }
     }
     Ok(())
-}
-
-fn key(s: &ShardRows) -> String {
-    format!("shard-{:02}.bin", s.index)
 }
 
 fn copy_shard(
@@ -125,8 +136,7 @@ fn copy_shard(
 ) -> Result<ShardEntry> {
     let start = plan.head.data_offset + s.row_start as u64 * plan.head.row_bytes as u64;
     src.seek(SeekFrom::Start(start))?;
-    let key = key(s);
-    let path = dir.join(&key);
+    let path = dir.join(format!("shard-{:02}.partial", s.index));
     let mut out = BufWriter::new(
         File::create(&path).with_context(|| format!("cannot create {}", path.display()))?,
     );
@@ -152,13 +162,17 @@ fn copy_shard(
         .map_err(|e| e.into_error())
         .and_then(|f| f.sync_all())
         .with_context(|| format!("cannot write {}", path.display()))?;
+    let checksum = sum.finish();
+    let key = slice_key(s.index, &checksum);
+    let done = dir.join(&key);
+    fs::rename(&path, &done).with_context(|| format!("cannot rename to {}", done.display()))?;
     Ok(ShardEntry {
         index: s.index,
         row_start: s.row_start,
         row_count: s.row_count,
         key,
         bytes: s.bytes,
-        checksum: sum.finish(),
+        checksum,
     })
 }
 
@@ -167,7 +181,7 @@ fn manifest(plan: &Plan, shards: Vec<ShardEntry>) -> Manifest {
     Manifest {
         format: FORMAT.into(),
         format_version: FORMAT_VERSION,
-        version: Manifest::content_version(&shards),
+        version: String::new(),
         model: h.model.clone(),
         tensor: h.tensor.clone(),
         dtype: h.ty.name().into(),
@@ -177,4 +191,5 @@ fn manifest(plan: &Plan, shards: Vec<ShardEntry>) -> Manifest {
         softcap: h.softcap,
         shards,
     }
+    .with_content_version()
 }

@@ -4,7 +4,8 @@
 //! { "format": "cobordism-lm-head", "format_version": 1, "version": "b1946ac92492d234",
 //!   "model": "qwen2.5-7b", "tensor": "output.weight", "dtype": "q6_k",
 //!   "hidden": 3584, "vocab": 152064, "shard_count": 8, "softcap": null,
-//!   "shards": [ { "index": 0, "row_start": 0, "row_count": 19008, "key": "shard-00.bin",
+//!   "shards": [ { "index": 0, "row_start": 0, "row_count": 19008,
+//!                 "key": "shard-00.5d4c…a1.bin",
 //!                 "bytes": 56133120, "checksum": "xxh3-64:…" }, … ] }
 //! ```
 
@@ -19,6 +20,13 @@ use crate::Checksum;
 pub const FORMAT: &str = "cobordism-lm-head";
 /// The value of `format_version` this code reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
+
+/// The object key `cobordism slice` gives shard `index`'s slice: `shard-NN.<16 hex>.bin`, its
+/// checksum in the name, so that a new version never overwrites an object the old one names.
+pub fn slice_key(index: usize, checksum: &str) -> String {
+    let hex = checksum.strip_prefix("xxh3-64:").unwrap_or(checksum);
+    format!("shard-{index:02}.{hex}.bin")
+}
 
 /// A parsed and validated manifest.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -117,14 +125,37 @@ impl Manifest {
         self.quant_type().row_bytes(self.hidden).expect("validated")
     }
 
-    /// Builds the version string from the slices' checksums, so new content is a new version.
-    pub fn content_version(shards: &[ShardEntry]) -> String {
+    /// The version string derived from everything that changes logits or routing: format
+    /// version, dtype, hidden, vocab, softcap, and each shard's rows, key and checksum. Any such
+    /// change is a new version; a new model name or tensor name is not.
+    pub fn content_version(&self) -> String {
         let mut c = Checksum::new();
-        for s in shards {
-            c.update(s.checksum.as_bytes());
-            c.update(&s.row_start.to_le_bytes());
+        let mut text = |t: &str| {
+            c.update(&(t.len() as u64).to_le_bytes());
+            c.update(t.as_bytes());
+        };
+        text(&self.format_version.to_string());
+        text(&self.dtype);
+        let softcap = self
+            .softcap
+            .map_or("none".into(), |v| v.to_bits().to_string());
+        text(&softcap);
+        for n in [self.hidden, self.vocab, self.shard_count] {
+            text(&n.to_string());
+        }
+        for s in &self.shards {
+            text(&s.row_start.to_string());
+            text(&s.row_count.to_string());
+            text(&s.key);
+            text(&s.checksum);
         }
         c.finish()["xxh3-64:".len()..].to_string()
+    }
+
+    /// This manifest with `version` set to [`Manifest::content_version`].
+    pub fn with_content_version(mut self) -> Manifest {
+        self.version = self.content_version();
+        self
     }
 
     /// Checks every invariant the worker and the CLI rely on.
@@ -232,7 +263,7 @@ mod tests {
         Manifest {
             format: FORMAT.into(),
             format_version: FORMAT_VERSION,
-            version: Manifest::content_version(&shards),
+            version: String::new(),
             model: "test".into(),
             tensor: "output.weight".into(),
             dtype: "q6_k".into(),
@@ -242,6 +273,33 @@ mod tests {
             softcap: Some(30.0),
             shards,
         }
+        .with_content_version()
+    }
+
+    #[test]
+    fn the_version_covers_what_changes_logits_or_routing() {
+        let base = sample();
+        assert_eq!(base.version, base.content_version());
+        type Mutation = fn(&mut Manifest);
+        let changes: Vec<Mutation> = vec![
+            |m| m.softcap = None,
+            |m| m.softcap = Some(29.0),
+            |m| m.dtype = "q4_k".into(),
+            |m| m.hidden = 512,
+            |m| m.vocab = 7,
+            |m| m.shards[1].row_count = 4,
+            |m| m.shards[0].key = "other.bin".into(),
+            |m| m.shards[0].checksum = Checksum::of(b"x"),
+        ];
+        for mutate in changes {
+            let mut m = sample();
+            mutate(&mut m);
+            assert_ne!(m.content_version(), base.version, "{m:?}");
+        }
+        let mut renamed = sample();
+        renamed.model = "another name".into();
+        renamed.tensor = "token_embd.weight".into();
+        assert_eq!(renamed.content_version(), base.version);
     }
 
     #[test]

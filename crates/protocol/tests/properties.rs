@@ -91,14 +91,10 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                         s
                     })
                     .collect();
-                Manifest {
+                let m = Manifest {
                     format: FORMAT.into(),
                     format_version: FORMAT_VERSION,
-                    version: if own_version {
-                        version
-                    } else {
-                        Manifest::content_version(&shards)
-                    },
+                    version,
                     model,
                     tensor,
                     dtype: dtype.into(),
@@ -107,6 +103,11 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                     shard_count: shards.len(),
                     softcap,
                     shards,
+                };
+                if own_version {
+                    m
+                } else {
+                    m.with_content_version()
                 }
             },
         )

@@ -48,7 +48,8 @@ pub struct ShardTiming {
     pub rows: usize,
     /// Wall time of the successful attempt.
     pub http: Duration,
-    /// The server's `X-Compute-Time-Ms`.
+    /// The `compute` entry of the server's `Server-Timing`: present only where the server's
+    /// clock moves while it computes (local workerd), absent on Cloudflare.
     pub compute_ms: Option<String>,
     /// The server's `X-Cache`.
     pub cache: Option<String>,
@@ -252,7 +253,7 @@ fn attempt_once(
         .collect();
     Ok((
         values,
-        header(&resp, "X-Compute-Time-Ms"),
+        header(&resp, "Server-Timing").and_then(|t| timing_entry(&t, "compute")),
         header(&resp, "X-Cache"),
     ))
 }
@@ -273,9 +274,37 @@ fn header(resp: &Response<Body>, name: &str) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
+/// The duration of entry `name` in a `Server-Timing` value (`load;dur=3, compute;dur=21`).
+fn timing_entry(value: &str, name: &str) -> Option<String> {
+    value.split(',').find_map(|entry| {
+        let mut parts = entry.split(';').map(str::trim);
+        (parts.next() == Some(name))
+            .then(|| {
+                parts
+                    .find_map(|p| p.strip_prefix("dur="))
+                    .map(str::to_string)
+            })
+            .flatten()
+    })
+}
+
 fn retry_after(resp: &Response<Body>) -> Option<Duration> {
     header(resp, "Retry-After")
         .and_then(|v| v.parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timing_entry;
+
+    #[test]
+    fn server_timing_entries() {
+        let t = "load;dur=312, compute;dur=21";
+        assert_eq!(timing_entry(t, "compute").as_deref(), Some("21"));
+        assert_eq!(timing_entry(t, "load").as_deref(), Some("312"));
+        assert_eq!(timing_entry("load;dur=0", "compute"), None);
+        assert_eq!(timing_entry("compute;desc=x", "compute"), None);
+    }
 }

@@ -104,3 +104,10 @@ pub fn write_gguf(
     w.write_all(&mut out, &[&vec![0u8; bytes]]).unwrap();
     std::fs::write(path, out).unwrap();
 }
+
+/// The file of shard `index`'s slice in the slice directory `dir` (keys carry checksums).
+pub fn slice_path(dir: &Path, index: usize) -> PathBuf {
+    let json = std::fs::read(dir.join("manifest.json")).unwrap();
+    let m = cobordism_protocol::Manifest::parse(&json).unwrap();
+    dir.join(&m.shards[index].key)
+}

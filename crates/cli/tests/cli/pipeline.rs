@@ -68,7 +68,7 @@ fn slices_are_the_tensor_cut_by_rows() {
     );
     assert_eq!(m.model, "synth-tiny-q6_k");
     assert_eq!(m.softcap, Some(30.0));
-    assert_eq!(m.version, Manifest::content_version(&m.shards));
+    assert_eq!(m.version, m.content_version());
     let mut joined = Vec::new();
     for s in &m.shards {
         let bytes = fs::read(d.join("s").join(&s.key)).unwrap();
@@ -125,7 +125,7 @@ fn local_logits_are_deterministic_and_equal_a_direct_mat_vec() {
         }
 
         // A corrupted slice is caught by its checksum.
-        let slice = d.join("s/shard-01.bin");
+        let slice = slice_path(&d.join("s"), 1);
         let mut bytes = fs::read(&slice).unwrap();
         bytes[7] ^= 1;
         fs::write(&slice, bytes).unwrap();
@@ -206,10 +206,10 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
     assert_eq!(lines.len(), 4, "{calls}");
     assert_eq!(lines[0], "--version");
     let state = d.join("state");
-    for (line, key) in lines[1..]
-        .iter()
-        .zip(["shard-00.bin", "shard-01.bin", "manifest.json"])
-    {
+    let m = Manifest::parse(&fs::read(d.join("s/manifest.json")).unwrap()).unwrap();
+    let keys = [m.shards[0].key.as_str(), &m.shards[1].key, "manifest.json"];
+    assert!(keys[0].starts_with("shard-00.") && keys[0].ends_with(".bin"));
+    for (line, key) in lines[1..].iter().zip(keys) {
         let put = format!("r2 object put lm/synth-tiny-q6_k/{key} --file ");
         assert!(line.starts_with(&put), "{line}");
         let local = format!("--local --persist-to {}", state.display());
@@ -234,7 +234,7 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
 
     // A slice that does not match the manifest stops the upload before anything is put.
     fs::remove_file(&log).unwrap();
-    fs::write(d.join("s/shard-01.bin"), b"short").unwrap();
+    fs::write(slice_path(&d.join("s"), 1), b"short").unwrap();
     fails(upload("--local", fake), 1, &["shard 1", "5 bytes"]);
     assert!(!log.exists());
 }

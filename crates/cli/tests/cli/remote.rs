@@ -107,7 +107,7 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
     };
     write!(
         stream,
-        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nX-Shard-Index: 0\r\nX-Row-Start: {row_start}\r\nX-Row-Count: {}\r\nX-Compute-Time-Ms: 1.5\r\nX-Cache: hit\r\nX-Manifest-Version: {version}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nX-Shard-Index: 0\r\nX-Row-Start: {row_start}\r\nX-Row-Count: {}\r\nServer-Timing: load;dur=0, compute;dur=1.5\r\nX-Cache: hit\r\nX-Manifest-Version: {version}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         s.row_count,
         out.len()
     )
@@ -141,7 +141,7 @@ fn logits(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
 fn verify_passes_against_a_correct_shard() {
     let dir = tempfile::tempdir().unwrap();
     let m = one_shard(dir.path());
-    let weights = fs::read(dir.path().join("s/shard-00.bin")).unwrap();
+    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
     let url = serve(m.clone(), weights, Mode::Correct);
     let out = ok(logits(
         dir.path(),
@@ -181,7 +181,7 @@ fn verify_passes_against_a_correct_shard() {
 fn a_busy_shard_is_retried_after_retry_after() {
     let dir = tempfile::tempdir().unwrap();
     let m = one_shard(dir.path());
-    let weights = fs::read(dir.path().join("s/shard-00.bin")).unwrap();
+    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
     let url = serve(m.clone(), weights.clone(), Mode::BusyOnce);
     let out = ok(logits(dir.path(), &url, &["--verify"]));
     assert!(out.contains("verify: 4096 logits identical"), "{out}");
@@ -204,7 +204,7 @@ fn a_busy_shard_is_retried_after_retry_after() {
 fn a_wrong_row_start_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let m = one_shard(dir.path());
-    let weights = fs::read(dir.path().join("s/shard-00.bin")).unwrap();
+    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
     let url = serve(m, weights, Mode::WrongRowStart);
     fails(
         logits(dir.path(), &url, &[]),
@@ -217,7 +217,7 @@ fn a_wrong_row_start_is_refused() {
 fn a_stale_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let m = one_shard(dir.path());
-    let weights = fs::read(dir.path().join("s/shard-00.bin")).unwrap();
+    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
     let url = serve(m, weights, Mode::StaleVersion);
     fails(
         logits(dir.path(), &url, &[]),

@@ -1,0 +1,20 @@
+//! The shard's logic without HTTP, so that it is tested natively and the Worker stays a thin
+//! shell over it:
+//!
+//! * [`Shard`]: the resident slice's life cycle (load, check, replace, fail, recover) over a
+//!   [`Host`] (the object store and the clock: R2 in the Worker, a store that fails on demand
+//!   in the tests), and [`Resident::logits`], the answer's computation;
+//! * [`BodyPool`]: request bodies held in a bounded pool of buffers;
+//! * [`ShardError`]: every error answer, with what is for the caller and what for the log.
+
+mod bodies;
+mod error;
+mod resident;
+mod settings;
+mod store;
+
+pub use bodies::{too_large, Body, BodyPool, STALL_MS};
+pub use error::{zeroed, ShardError};
+pub use resident::{Health, Residency, Resident, Shard};
+pub use settings::Settings;
+pub use store::{Host, Object, ObjectBody, StoreError};

@@ -1,0 +1,48 @@
+//! What the shard needs of its host: an object store (R2 in the Worker, an in-memory store that
+//! fails on demand in the tests) and a clock.
+
+use core::fmt;
+
+/// A failed store operation (the store's own message, for the log).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An object being read: its etag, its size, and its bytes as a stream of chunks.
+pub struct Object<B> {
+    /// Changes whenever the object is written.
+    pub etag: String,
+    /// Bytes, as the store reports them.
+    pub size: u64,
+    /// The bytes.
+    pub body: B,
+}
+
+/// The bytes of an object, chunk by chunk.
+#[allow(async_fn_in_trait)] // used single-threaded (wasm), never as `dyn`
+pub trait ObjectBody {
+    /// The next chunk, `None` at the end.
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, StoreError>;
+}
+
+/// The host: object store and clock.
+#[allow(async_fn_in_trait)]
+pub trait Host {
+    /// How an object's bytes arrive.
+    type Body: ObjectBody;
+
+    /// The etag of `key`, `None` if there is no such object.
+    async fn etag(&self, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// The object `key`, `None` if there is none.
+    async fn get(&self, key: &str) -> Result<Option<Object<Self::Body>>, StoreError>;
+
+    /// Milliseconds on the host's clock. In production Workers it advances only with I/O, so
+    /// it measures waiting (loads, checks), never computation.
+    fn now_ms(&self) -> f64;
+}
