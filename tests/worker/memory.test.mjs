@@ -127,3 +127,51 @@ test("32 trickled maximum-size uploads and 32 anonymous requests next to a 94.5 
     await local.dispose();
   }
 });
+
+test("a failed allocation and a manifest with absurd sizes leave the shard answering correctly", async (t) => {
+  // B's slice (189 MiB) passes a generous budget but cannot be reserved under the 112 MiB cap.
+  const small = makeModel({ type: "q4_k", hidden: 512, vocab: 4096, shards: 1, seed: 32 });
+  const huge = makeModel({ type: "q4_k", hidden: HIDDEN, vocab: 2 * VOCAB, shards: 1, seed: 33, budgetMib: 4000 });
+  const local = await startShards({
+    shards: 1,
+    vars: { MANIFEST_TTL_MS: "0", LOAD_RETRY_MS: "0", MEMORY_BUDGET_MIB: "4000" },
+    authToken: TOKEN,
+    testBuild: true,
+  });
+  try {
+    const bucket = await local.bucket();
+    const endpoint = local.endpoints[0];
+    const h = hiddenBytes(512, 9);
+    const want = localLogits(small, h);
+    // Cold: the reservation fails, the shard says so and lives on.
+    await seed(bucket, huge);
+    const cold = await post(endpoint, hiddenBytes(HIDDEN, 9));
+    assert.deepEqual([cold.status, json(cold).error], [503, "out_of_memory"]);
+    await seed(bucket, small);
+    const first = await post(endpoint, h);
+    assert.equal(first.status, 200, new TextDecoder().decode(first.body));
+    assert.deepEqual(first.body, want);
+    // Warm: a new version that cannot be reserved, then a manifest whose sizes would overflow
+    // 32-bit arithmetic. The resident slice answers throughout.
+    await seed(bucket, huge);
+    const absurd = structuredClone(small.manifest);
+    Object.assign(absurd, { vocab: 2 ** 31 - 1, version: "absurd" }); // a usize on wasm32
+    Object.assign(absurd.shards[0], { row_count: 2 ** 31 - 1, bytes: (2 ** 31 - 1) * 288 });
+    const errors = [];
+    for (const next of [null, absurd]) {
+      if (next) await bucket.put("model/manifest.json", JSON.stringify(next));
+      const r = await post(endpoint, h);
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get("x-cache"), "hit");
+      assert.deepEqual(r.body, want);
+      errors.push((await health(endpoint)).last_check_error);
+      await new Promise((r) => setTimeout(r, 1100)); // past the first backoff
+    }
+    assert.match(errors[0], /could not reserve/);
+    assert.match(errors[1], /vocab/);
+    const hz = await health(endpoint);
+    t.diagnostic(`figures: ${JSON.stringify({ cold: json(cold).error, warm_check_errors: errors, wasm_memory_mib: +(hz.wasm_memory_bytes / 1048576).toFixed(1) })}`);
+  } finally {
+    await local.dispose();
+  }
+});
