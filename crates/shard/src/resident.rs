@@ -38,7 +38,7 @@ use kquant::{Backend, QMatrix};
 
 use crate::error::{zeroed, ShardError};
 use crate::settings::Settings;
-use crate::store::{Host, ObjectBody};
+use crate::store::{Host, Object, ObjectBody};
 
 /// Largest manifest read (the same cap `Manifest::parse` applies).
 const MAX_MANIFEST_BYTES: u64 = 1 << 20;
@@ -196,24 +196,30 @@ async fn read_all(body: &mut impl ObjectBody, cap: u64) -> Result<Vec<u8>, Strin
     Ok(out)
 }
 
+/// The object `key`; `503 storage_unavailable` if the store fails, and `missing`'s code if
+/// there is no such object (`missing`: the code and what the object is, for the caller).
+async fn get_object<H: Host>(
+    host: &H,
+    key: &str,
+    (code, what): (&'static str, &str),
+) -> Result<Object<H::Body>, ShardError> {
+    host.get(key)
+        .await
+        .map_err(|e| store_failed(format_args!("reading {key}: {e}")))?
+        .ok_or_else(|| {
+            let detail = format!("{what} is not in the bucket (yet); retry later");
+            ShardError::unavailable(code, detail, 5).with_internal(format_args!("no object {key}"))
+        })
+}
+
 /// Reads and validates the manifest: its etag and content.
 async fn read_manifest<H: Host>(
     cfg: &Settings,
     host: &H,
 ) -> Result<(String, Manifest), ShardError> {
     let key = cfg.manifest_key();
-    let object = host
-        .get(&key)
-        .await
-        .map_err(|e| store_failed(format_args!("reading {key}: {e}")))?
-        .ok_or_else(|| {
-            ShardError::unavailable(
-                "manifest_missing",
-                "the model's manifest is not in the bucket (yet); retry later",
-                5,
-            )
-            .with_internal(format_args!("no object {key}"))
-        })?;
+    let missing = ("manifest_missing", "the model's manifest");
+    let object = get_object(host, &key, missing).await?;
     let invalid = |what: String| {
         ShardError::unavailable(
             "manifest_invalid",
@@ -468,18 +474,7 @@ impl Shard {
             )));
         }
         let key = cfg.object_key(&entry.key);
-        let object = host
-            .get(&key)
-            .await
-            .map_err(|e| store_failed(format_args!("reading {key}: {e}")))?
-            .ok_or_else(|| {
-                ShardError::unavailable(
-                    "slice_missing",
-                    "this shard's slice is not in the bucket (yet); retry later",
-                    5,
-                )
-                .with_internal(format_args!("no object {key}"))
-            })?;
+        let object = get_object(host, &key, ("slice_missing", "this shard's slice")).await?;
         if object.size != entry.bytes {
             let what = format_args!("{} bytes, manifest says {}", object.size, entry.bytes);
             return Err(corrupt(&key, "size", what));

@@ -188,6 +188,14 @@ fn settings(shards: usize) -> Settings {
     }
 }
 
+/// A store holding `m` and a shard that has loaded it.
+fn loaded(m: &Model, cfg: &Settings) -> (Store, Shard) {
+    let (store, shard) = (Store::default(), Shard::new());
+    store.upload(m);
+    assert_eq!(code(block_on(shard.ensure(cfg, &store))), "miss");
+    (store, shard)
+}
+
 /// The version the resident slice answers with.
 fn answer(shard: &Shard) -> Option<String> {
     shard.with_resident(|r| r.manifest.version.clone())
@@ -356,15 +364,8 @@ fn a_failed_manifest_check_keeps_serving_and_backs_off() {
 
 #[test]
 fn a_new_version_loads_beside_the_old_one_when_both_fit() {
-    let (store, shard, cfg, a, b) = (
-        Store::default(),
-        Shard::new(),
-        settings(2),
-        model(4, 2),
-        model(5, 2),
-    );
-    store.upload(&a);
-    assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
+    let (cfg, a, b) = (settings(2), model(4, 2), model(5, 2));
+    let (store, shard) = loaded(&a, &cfg);
     store.upload(&b);
     store.advance(5000.0);
     store.fault(|f| f.stall_at = Some(3 * CHUNK));
@@ -413,15 +414,8 @@ fn a_new_version_replaces_the_old_one_first_when_both_do_not_fit() {
 
 #[test]
 fn a_new_version_that_fails_to_load_leaves_the_old_one_serving() {
-    let (store, shard, cfg, a, b) = (
-        Store::default(),
-        Shard::new(),
-        settings(2),
-        model(8, 2),
-        model(9, 2),
-    );
-    store.upload(&a);
-    assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
+    let (cfg, a, b) = (settings(2), model(8, 2), model(9, 2));
+    let (store, shard) = loaded(&a, &cfg);
     // B's manifest arrives before its slices (a broken upload): A keeps answering.
     store.put("model/manifest.json", b.manifest.to_json().into_bytes());
     store.advance(5000.0);
