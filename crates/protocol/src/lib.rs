@@ -5,9 +5,11 @@
 //! * [`TopK`]: the binary answer of `POST /cobordism-lm-head?top_k=K`.
 //! * [`decode_hidden`]: the request body (`n · hidden` little-endian f32) and its checks;
 //!   [`parse_top_k`], [`Access`] and [`bearer_matches`]: the query and who may call.
-//! * [`softcap`]: the final-logit soft cap `c · tanh(z / c)`.
+//! * [`softcap`]: the final-logit soft cap `c · tanh(z / c)`; [`answer`]: kernel + soft cap, the
+//!   one computation of logits for the shard and the CLI.
 //! * [`MemoryNeed`]: the wasm memory a shard's slice needs, for the shard and `cobordism plan`.
 
+pub mod answer;
 mod budget;
 mod checksum;
 mod hidden;

@@ -32,9 +32,9 @@
 use core::cell::RefCell;
 
 use cobordism_protocol::{
-    softcap, Checksum, Manifest, MemoryNeed, Precision, ShardEntry, MAX_BATCH,
+    answer, Checksum, Manifest, MemoryNeed, Precision, ShardEntry, MAX_BATCH,
 };
-use kquant::{Backend, QMatrix};
+use kquant::QMatrix;
 
 use crate::error::{zeroed, ShardError};
 use crate::settings::Settings;
@@ -593,19 +593,9 @@ impl Resident {
             .checked_mul(rows)
             .ok_or_else(|| ShardError::internal("n · rows overflows"))?;
         let mut out = zeroed(len, "the logits")?;
-        // The exact mode's scratch is the larger of the two, and is what `fetch` reserved.
-        match precision {
-            Precision::Exact => {
-                let scratch = &mut self.scratch[..n * m.scratch_len()];
-                m.mat_mat_with(Backend::best(), hidden, &mut out, scratch)
-            }
-            Precision::Int8 => {
-                let scratch = &mut self.scratch[..n * m.int8_scratch_len()];
-                m.mat_mat_int8_with(Backend::best(), hidden, &mut out, scratch)
-            }
-        }
-        .map_err(ShardError::internal)?;
-        softcap(&mut out, self.manifest.softcap);
+        let cap = self.manifest.softcap;
+        answer::logits_into(&m, hidden, precision, cap, &mut out, &mut self.scratch)
+            .map_err(ShardError::internal)?;
         Ok(out)
     }
 }

@@ -1,12 +1,11 @@
-//! Logits computed natively from the slice files next to the manifest: kquant's `mat_vec` (or
-//! its int8 fast mode) over
-//! each slice in bounded row chunks (each checksummed), then the manifest's soft cap, which is
-//! the same f32 code the shard Worker runs.
+//! Logits computed natively from the slice files next to the manifest, over each slice in
+//! bounded row chunks (each checksummed), by `cobordism_protocol::answer`: the same kernel and
+//! soft cap the shard Worker runs.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use cobordism_protocol::{softcap, Manifest, Precision};
+use cobordism_protocol::{answer, Manifest, Precision};
 use kquant::QMatrix;
 
 use crate::progress;
@@ -35,16 +34,13 @@ pub fn compute(
                 .split_at_mut_checked(rows)
                 .context("a slice holds more rows than the manifest says")?;
             let m = QMatrix::new(ty, chunk, rows, manifest.hidden)?;
-            match precision {
-                Precision::Exact => m.mat_vec(hidden, head)?,
-                Precision::Int8 => m.mat_vec_int8(hidden, head)?,
-            }
+            let mut scratch = vec![0.0; answer::scratch_len(&m, 1)];
+            answer::logits_into(&m, hidden, precision, manifest.softcap, head, &mut scratch)?;
             out = rest;
             bar.inc(chunk.len() as u64);
             Ok(())
         })?;
     }
     bar.finish_and_clear();
-    softcap(&mut logits, manifest.softcap);
     Ok(logits)
 }
