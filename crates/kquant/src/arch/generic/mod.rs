@@ -110,8 +110,9 @@ pub(crate) trait Vector: Copy {
     /// the unrolled code spills (AVX2: 7 % slower although callgrind counts 10 % fewer
     /// instructions; wasm in V8: 64 against 38 ms), so the others leave it to the compiler.
     const UNROLL_STEPS: bool = false;
-    /// Test-only switch that makes this backend break the canonical order.
-    const PERTURBED: bool = cfg!(feature = "perturb-order");
+    /// Test-only switch that makes this backend break the canonical order: set by
+    /// `--cfg kquant_perturb_order` in the must-fail build only.
+    const PERTURBED: bool = cfg!(kquant_perturb_order);
     /// `LANES` u32 lanes.
     type U: Copy;
     /// `LANES` f32 lanes.
