@@ -32,6 +32,10 @@ step "aarch64 (qemu-aarch64): kquant tests on NEON"
 cargo test -p kquant --target aarch64-unknown-linux-gnu
 ok
 
+step "no fused multiply-add in kquant's x86_64 and aarch64 code (the test binaries just built)"
+scripts/check-no-fma.sh
+ok
+
 step "wasm32-wasip1 (Node, simd128): kquant tests"
 cargo test -p kquant --target wasm32-wasip1
 ok
