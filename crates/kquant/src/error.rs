@@ -32,6 +32,9 @@ pub enum Error {
     },
     /// The requested backend is not available on this CPU or build.
     BackendUnavailable,
+    /// This thread flushes subnormals to zero (x86 MXCSR FTZ/DAZ, aarch64 FPCR.FZ), which the
+    /// canonical order does not allow: results would differ from every other machine's.
+    SubnormalsFlushed,
 }
 
 impl fmt::Display for Error {
@@ -54,6 +57,10 @@ impl fmt::Display for Error {
             Error::BackendUnavailable => {
                 write!(f, "the requested backend is not available on this machine")
             }
+            Error::SubnormalsFlushed => write!(
+                f,
+                "this thread flushes subnormals to zero (FTZ/DAZ); the canonical order keeps them"
+            ),
         }
     }
 }

@@ -180,6 +180,9 @@ impl<'a> QMatrix<'a> {
         if !backend.is_available() {
             return Err(Error::BackendUnavailable);
         }
+        if crate::arch::flushes_subnormals() {
+            return Err(Error::SubnormalsFlushed);
+        }
         let n = xs.len() / self.cols;
         if n == 0 || !xs.len().is_multiple_of(self.cols) {
             return Err(Error::LengthMismatch {

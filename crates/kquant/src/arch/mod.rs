@@ -111,6 +111,17 @@ impl fmt::Display for Backend {
     }
 }
 
+/// Whether this thread's floating-point environment flushes subnormals to zero (x86 MXCSR
+/// FTZ/DAZ, aarch64 FPCR.FZ). The canonical order keeps subnormals; wasm has no such mode.
+pub(crate) fn flushes_subnormals() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return x86_64::flushes_subnormals();
+    #[cfg(target_arch = "aarch64")]
+    return aarch64::flushes_subnormals();
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    false
+}
+
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 fn avx2_detected() -> bool {
     std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c")

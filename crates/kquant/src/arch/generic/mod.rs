@@ -35,7 +35,13 @@
 //!
 //! Every intermediate is an f32 rounded to nearest even; subnormals are kept (no flush to zero);
 //! NaN and infinities propagate as IEEE-754 says (so an infinite `x` meeting a zero weight gives
-//! NaN). NaN payloads are not part of the contract.
+//! NaN). NaN payloads are not part of the contract. Multiplies and adds are separate operations:
+//! no fused multiply-add (`scripts/check-no-fma.sh` checks the built code).
+//!
+//! The float environment this assumes is the default one: round to nearest even, subnormals
+//! neither flushed nor treated as zero. A thread that set x86's MXCSR FTZ/DAZ or aarch64's
+//! FPCR.FZ (some audio and game code does) would get other bits natively than wasm gives, so the
+//! entry points check it and answer `Error::SubnormalsFlushed` instead.
 //!
 //! # How vectors reproduce it
 //!

@@ -7,6 +7,20 @@ pub(crate) mod sse2;
 
 use core::arch::x86_64::*;
 
+/// MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6) flags.
+const MXCSR_FTZ_DAZ: u32 = 1 << 15 | 1 << 6;
+
+/// Whether this thread's SSE unit flushes subnormals (MXCSR FTZ or DAZ set).
+pub(crate) fn flushes_subnormals() -> bool {
+    let mut csr = 0u32;
+    // SAFETY: `stmxcsr` stores the 32-bit MXCSR (SSE, part of x86_64) to the address given, a
+    // live local `u32`; it touches no other memory, stack or flags.
+    unsafe {
+        core::arch::asm!("stmxcsr [{p}]", p = in(reg) &mut csr as *mut u32, options(nostack, preserves_flags));
+    }
+    csr & MXCSR_FTZ_DAZ != 0
+}
+
 /// `Vector::sum_and_dot16` for a 256-bit `sum`, shared by the AVX2 and AVX-512 backends: the
 /// two reductions run side by side through two horizontal adds.
 ///
@@ -29,5 +43,57 @@ unsafe fn sum_and_dot16_256(sum: __m256i, a: &[i16; 16], b: &[i16; 16]) -> (i32,
         );
         let both = _mm_hadd_epi32(quads, quads); // [Σ sum, Σ dot, Σ sum, Σ dot]
         (_mm_cvtsi128_si32(both), _mm_extract_epi32::<1>(both))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Error, QMatrix, QuantType};
+
+    /// Runs `f` with MXCSR's FTZ and DAZ flags set, then restores the register.
+    fn with_flush_to_zero<T>(f: impl FnOnce() -> T) -> T {
+        let mut saved = 0u32;
+        // SAFETY: `stmxcsr`/`ldmxcsr` read and write MXCSR through a live local `u32`; the value
+        // loaded is the current one with only FTZ and DAZ added, and the original is restored.
+        unsafe {
+            core::arch::asm!("stmxcsr [{p}]", p = in(reg) &mut saved as *mut u32, options(nostack, preserves_flags));
+            let flushed = saved | MXCSR_FTZ_DAZ;
+            core::arch::asm!("ldmxcsr [{p}]", p = in(reg) &flushed as *const u32, options(nostack, preserves_flags));
+        }
+        let result = f();
+        // SAFETY: as above, restoring the value read first.
+        unsafe {
+            core::arch::asm!("ldmxcsr [{p}]", p = in(reg) &saved as *const u32, options(nostack, preserves_flags));
+        }
+        result
+    }
+
+    #[test]
+    fn a_flushing_float_environment_is_refused() {
+        let bytes = [0u8; 210];
+        let m = QMatrix::new(QuantType::Q6K, &bytes, 1, 256).unwrap();
+        let (x, mut out, mut scratch) = ([1.0f32; 256], [0.0f32; 1], [0.0f32; 512]);
+        assert!(!flushes_subnormals());
+        let refused = with_flush_to_zero(|| {
+            assert!(flushes_subnormals());
+            m.mat_vec_with(
+                crate::Backend::Scalar,
+                &x,
+                &mut out,
+                &mut scratch[..m.scratch_len()],
+            )
+        });
+        assert_eq!(refused, Err(Error::SubnormalsFlushed));
+        assert!(!flushes_subnormals(), "MXCSR restored");
+        assert_eq!(
+            m.mat_vec_with(
+                crate::Backend::Scalar,
+                &x,
+                &mut out,
+                &mut scratch[..m.scratch_len()]
+            ),
+            Ok(())
+        );
     }
 }
