@@ -117,8 +117,8 @@ pub(crate) trait Vector: Copy {
     /// instructions; wasm in V8: 64 against 38 ms), so the others leave it to the compiler.
     const UNROLL_STEPS: bool = false;
     /// Test-only switch that makes this backend break the canonical order: set by
-    /// `--cfg kquant_perturb_order` in the must-fail build only.
-    const PERTURBED: bool = cfg!(kquant_perturb_order);
+    /// `--cfg kquant_perturb="order"` in a must-fail build only.
+    const PERTURBED: bool = cfg!(kquant_perturb = "order");
     /// `LANES` u32 lanes.
     type U: Copy;
     /// `LANES` f32 lanes.
@@ -364,7 +364,9 @@ pub(crate) fn f16_to_f32(h: [u8; 2]) -> f32 {
     } else if magnitude == 0x7C00 << 13 {
         0x7F80_0000 // infinity
     } else {
-        (f32::from_bits(magnitude) * f32::from_bits(0x7780_0000)).to_bits() // × 2¹¹²
+        let finite = (f32::from_bits(magnitude) * f32::from_bits(0x7780_0000)).to_bits(); // × 2¹¹²
+                                                                                          // A must-fail build's bug: nonzero finite values one ulp off.
+        finite + u32::from(cfg!(kquant_perturb = "f16") && magnitude != 0)
     };
     f32::from_bits(value | (h & 0x8000) << 16)
 }

@@ -17,7 +17,12 @@ impl Vector for Simd128 {
     fn load_u(self, bytes: &[u8]) -> v128 {
         let b = &bytes[..16];
         // SAFETY: `b` is 16 readable bytes; `v128_load` has no alignment requirement.
-        unsafe { v128_load(b.as_ptr().cast()) }
+        let v = unsafe { v128_load(b.as_ptr().cast()) };
+        if cfg!(kquant_perturb = "lane") {
+            // A must-fail build's bug: lanes 0 and 1 swapped.
+            return i32x4_shuffle::<1, 0, 2, 3>(v, v);
+        }
+        v
     }
     #[inline(always)]
     fn splat_u(self, v: u32) -> v128 {

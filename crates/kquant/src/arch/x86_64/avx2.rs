@@ -21,7 +21,13 @@ impl Vector for Avx2 {
     fn load_u(self, bytes: &[u8]) -> __m256i {
         let b = &bytes[..32];
         // SAFETY: see the impl; `b` is 32 readable bytes.
-        unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
+        let v = unsafe { _mm256_loadu_si256(b.as_ptr().cast()) };
+        if cfg!(kquant_perturb = "lane") {
+            // A must-fail build's bug: lanes 0 and 1 (and 4 and 5) swapped.
+            // SAFETY: see the impl.
+            return unsafe { _mm256_shuffle_epi32::<0b11_10_00_01>(v) };
+        }
+        v
     }
     #[inline(always)]
     fn splat_u(self, v: u32) -> __m256i {
