@@ -80,7 +80,7 @@ step "the demo, quick form: synth → plan → slice → upload --local → 8 sh
 target/release/cobordism demo --shape tiny --workdir target/demo-ci
 ok
 
-step "must-fail: a perturbed order makes the bit-exact suite fail (and it builds)"
+step "must-fail matrix: each perturbation builds and makes its named bit-exact tests fail"
 scripts/must-fail.sh
 ok
 
