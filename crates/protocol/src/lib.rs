@@ -24,8 +24,8 @@ pub use budget::{
 pub use checksum::Checksum;
 pub use hidden::{decode_hidden, encode_f32, HiddenError, MAX_BATCH};
 pub use manifest::{
-    slice_key, Manifest, ManifestError, ShardEntry, FORMAT, FORMAT_VERSION, MAX_HIDDEN, MAX_SHARDS,
-    MAX_VOCAB,
+    slice_key, Manifest, ManifestError, ShardEntry, FORMAT, FORMAT_VERSION, MAX_HIDDEN,
+    MAX_MANIFEST_BYTES, MAX_SHARDS, MAX_VOCAB,
 };
 pub use request::{bearer_matches, parse_top_k, Access, Precision};
 pub use topk::{TopK, TopKError, MAX_TOP_K};

@@ -91,7 +91,7 @@ fn fail<T>(msg: impl Into<String>) -> Result<T, ManifestError> {
 }
 
 /// Largest manifest accepted (a guard against absurd inputs).
-const MAX_MANIFEST_BYTES: usize = 1 << 20;
+pub const MAX_MANIFEST_BYTES: usize = 1 << 20;
 /// Most shards in one manifest.
 pub const MAX_SHARDS: usize = 4096;
 /// Widest hidden size accepted (today's largest models use 16384).

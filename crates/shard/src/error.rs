@@ -89,7 +89,7 @@ impl fmt::Display for ShardError {
 
 /// `len` zeros, or `503 out_of_memory` if memory cannot grow that far (an infallible allocation
 /// would abort a wasm instance instead).
-pub fn zeroed<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T>, ShardError> {
+pub(crate) fn zeroed<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T>, ShardError> {
     let mut v = Vec::new();
     v.try_reserve_exact(len)
         .map_err(|_| ShardError::out_of_memory(format_args!("{len} elements for {what}")))?;

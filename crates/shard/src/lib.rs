@@ -13,8 +13,8 @@ mod resident;
 mod settings;
 mod store;
 
-pub use bodies::{too_large, Body, BodyPool, STALL_MS};
-pub use error::{zeroed, ShardError};
+pub use bodies::{too_large, Body, BodyPool};
+pub use error::ShardError;
 pub use resident::{Health, Residency, Resident, Shard};
 pub use settings::Settings;
 pub use store::{Host, Object, ObjectBody, StoreError};

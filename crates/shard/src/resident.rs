@@ -32,7 +32,7 @@
 use core::cell::RefCell;
 
 use cobordism_protocol::{
-    answer, Checksum, Manifest, MemoryNeed, Precision, ShardEntry, MAX_BATCH,
+    answer, Checksum, Manifest, MemoryNeed, Precision, ShardEntry, MAX_BATCH, MAX_MANIFEST_BYTES,
 };
 use kquant::QMatrix;
 
@@ -40,8 +40,6 @@ use crate::error::{zeroed, ShardError};
 use crate::settings::Settings;
 use crate::store::{Host, Object, ObjectBody};
 
-/// Largest manifest read (the same cap `Manifest::parse` applies).
-const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 /// Longest wait between two manifest checks after failures.
 const MAX_BACKOFF_MS: f64 = 60_000.0;
 
@@ -229,7 +227,7 @@ async fn read_manifest<H: Host>(
         .with_internal(format_args!("{key}: {what}"))
     };
     let mut body = object.body;
-    let json = read_all(&mut body, MAX_MANIFEST_BYTES)
+    let json = read_all(&mut body, MAX_MANIFEST_BYTES as u64)
         .await
         .map_err(invalid)?;
     let manifest = Manifest::parse(&json).map_err(|e| invalid(e.to_string()))?;
