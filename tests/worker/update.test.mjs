@@ -2,10 +2,12 @@
 // content-addressed keys, then the manifest) into the local R2 state that eight running shards
 // read, while every shard is queried without pause. No answer may be wrong (each is compared
 // with kquant's bits for the version its X-Manifest-Version names), none may be
-// `slice_corrupt`, and every shard must end on the new version.
+// `slice_corrupt`, and every shard must end on the new version. Then `upload --prune`: the old
+// version's slices stay for the grace period and go after it, while the shards keep answering.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { promisify } from "node:util";
 import { join } from "node:path";
 import { startShards } from "../../worker/local.mjs";
 import { CLI, cli, makeModel, hiddenBytes, localLogits, post, json, tempDir, TOKEN } from "./helpers.mjs";
@@ -15,13 +17,16 @@ function part(full, manifest, i) {
   return full.subarray(4 * s.row_start, 4 * (s.row_start + s.row_count));
 }
 
-function upload(model, state) {
-  const args = ["upload", "--dir", model.slices, "--bucket", "cobordism-lm-head", "--prefix", "model", "--local", "--persist-to", state];
+/** Runs `cobordism upload` without blocking the event loop (Miniflare's proxy lives in it). */
+function upload(model, state, ...extra) {
+  const args = ["upload", "--dir", model.slices, "--bucket", "cobordism-lm-head", "--prefix", "model", "--local", "--persist-to", state, ...extra];
   return new Promise((resolve, reject) => {
     const child = spawn(CLI, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, COBORDISM_WRANGLER: "node_modules/.bin/wrangler" } });
+    let out = "";
     let err = "";
+    child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (err += d));
-    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`upload failed (${code}): ${err}`))));
+    child.on("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`upload failed (${code}): ${err}`))));
   });
 }
 
@@ -67,6 +72,25 @@ test("cobordism upload of a new version under traffic to eight shards: no wrong 
     }
     const counts = seen.map((s) => `${s[200]}/${s[503]}`);
     t.diagnostic(`figures: ${JSON.stringify({ upload_ms: uploadMs, per_shard_200_503: counts })}`);
+
+    const kept = await upload(b, state, "--prune");
+    assert.match(kept, /put 0 slices, 8 already there/);
+    assert.match(kept, /pruned 0 objects/);
+    assert.match(kept, /8 older objects wait for the grace period/);
+    assert.match(await upload(b, state, "--prune", "--grace", "0s"), /pruned 8 objects/);
+    // `r2 object get` exits non-zero with "does not exist" for a missing key.
+    const get = (key) =>
+      promisify(execFile)("node_modules/.bin/wrangler", ["r2", "object", "get", `cobordism-lm-head/model/${key}`, "--pipe", "--local", "--persist-to", state]).then(
+        () => "present",
+        (e) => (/does not exist/.test(e.stderr) ? "gone" : `failed: ${e.stderr}`),
+      );
+    for (const s of a.manifest.shards) assert.equal(await get(s.key), "gone", `${s.key} of the old version`);
+    assert.equal(await get(b.manifest.shards[0].key), "present", "the new version's slices stay");
+    for (const [i, endpoint] of local.endpoints.entries()) {
+      const r = await post(endpoint, h);
+      assert.equal(r.status, 200, `shard ${i} after the prune`);
+      assert.deepEqual(r.body, part(full[b.manifest.version], b.manifest, i), `shard ${i}`);
+    }
   } finally {
     await local.dispose();
   }
