@@ -2,9 +2,7 @@
 
 use std::rc::Rc;
 
-use cobordism_protocol::{
-    decode_hidden, encode_f32, parse_top_k, HiddenError, Precision, TopK, MAX_BATCH, MAX_HIDDEN,
-};
+use cobordism_protocol::{decode_hidden, Form, HiddenError, Precision, MAX_BATCH, MAX_HIDDEN};
 use cobordism_shard::{too_large, Body, BodyPool, Settings, Shard, ShardError};
 use futures_util::StreamExt;
 use serde_json::json;
@@ -38,11 +36,12 @@ fn query(req: &Request, name: &str) -> Result<Option<String>, ApiError> {
     Ok(value)
 }
 
-/// `?top_k=K`, if given.
-fn top_k(req: &Request) -> Result<Option<usize>, ApiError> {
-    query(req, "top_k")?
-        .map(|v| parse_top_k(&v).map_err(|detail| ApiError::new(400, "bad_top_k", detail)))
-        .transpose()
+/// The reply form the query asks for (`top_k`, `temperature`, `seed`, `tokens`).
+fn form(req: &Request) -> Result<Form, ApiError> {
+    let url = req.url()?;
+    let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+    Form::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|e| ApiError::new(400, e.code, e.detail))
 }
 
 /// `?precision=exact|int8` (default exact).
@@ -84,7 +83,7 @@ fn replaced() -> ShardError {
 /// `POST /cobordism-lm-head`: the body is read only once the slice is resident, within the
 /// exact cap for its hidden size and in one of the body buffers the memory budget allows.
 pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Response, ApiError> {
-    let top_k = top_k(req)?;
+    let form = form(req)?;
     let precision = precision(req)?;
     let declared = content_length(req);
     if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
@@ -117,16 +116,7 @@ pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Res
             })?;
         let logits = r.logits(&x, n, precision)?;
         let rows = r.entry.row_count;
-        let payload = match top_k {
-            None => encode_f32(&logits),
-            Some(k) => {
-                let mut out = Vec::new();
-                for section in logits.chunks_exact(rows) {
-                    TopK::compute(section, r.entry.row_start as u32, k).encode_into(&mut out);
-                }
-                out
-            }
-        };
+        let payload = form.encode(&logits, rows, r.entry.row_start as u32);
         Ok::<_, ShardError>((
             payload,
             n,
@@ -156,7 +146,8 @@ pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Res
     set("X-Manifest-Version", &version)?;
     set("X-Cache", if residency.hit { "hit" } else { "miss" })?;
     set("Server-Timing", &timing)?;
-    if let Some(k) = top_k {
+    set("X-Reply", form.name())?;
+    if let Form::TopK { k, .. } = form {
         set("X-Top-K", &k.to_string())?;
     }
     Ok(Response::builder().with_headers(headers).fixed(payload))

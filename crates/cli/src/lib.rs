@@ -6,6 +6,7 @@
 //! * [`slice`](mod@slice): cut the lm-head into slice files plus `manifest.json`.
 //! * [`upload`]: put the slices and the manifest into R2 with wrangler.
 //! * [`logits`]: compute logits from shard endpoints or locally, and compare the two.
+//! * [`sample`](mod@sample): draw a token exactly, or score given tokens, across the shards.
 //! * [`demo`]: all of the above against eight local shards in workerd.
 
 pub mod demo;
@@ -14,6 +15,7 @@ pub mod lm_head;
 pub mod logits;
 pub mod plan;
 mod progress;
+pub mod sample;
 pub mod slice;
 pub mod slices;
 pub mod synth;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use cobordism::{demo, logits, plan, slice, synth, upload, ExitError};
+use cobordism::{demo, logits, plan, sample, slice, synth, upload, ExitError};
 
 /// Run an LLM's lm-head sharded across Cloudflare Workers: make or take a GGUF model, cut its
 /// lm-head into per-Worker slices, upload them to R2 and query the shards.
@@ -22,6 +22,7 @@ A typical run:
   cobordism slice  --gguf tiny.gguf --shards 2 --out slices/tiny
   cobordism upload --dir slices/tiny --bucket cobordism-lm-head --prefix model --local
   cobordism logits --manifest slices/tiny/manifest.json --local --seed 1
+  cobordism sample --manifest slices/tiny/manifest.json --local --hidden-seed 1 --seed 42
 
 Exit codes: 0 success, 1 error, 2 bad arguments, 3 a slice does not fit the budget,
 4 --verify found a difference."
@@ -43,6 +44,10 @@ enum Command {
     Upload(upload::Args),
     /// Compute the logits of a hidden vector from the shards or locally.
     Logits(logits::Args),
+    /// Draw a token exactly (temperature, top-k, top-p, min-p) from the shards or locally.
+    Sample(sample::SampleArgs),
+    /// Log-probabilities of given tokens from the shards or locally.
+    Logprobs(sample::LogprobsArgs),
     /// Run everything locally: synthesize, slice, upload and query eight shards in workerd.
     Demo(demo::Args),
 }
@@ -55,6 +60,8 @@ fn main() -> ExitCode {
         Command::Slice(a) => slice::run(a),
         Command::Upload(a) => upload::run(a),
         Command::Logits(a) => logits::run(a),
+        Command::Sample(a) => sample::run_sample(a),
+        Command::Logprobs(a) => sample::run_logprobs(a),
         Command::Demo(a) => demo::run(a),
     };
     match result {

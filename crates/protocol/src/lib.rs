@@ -2,7 +2,8 @@
 //!
 //! * [`Manifest`]: `manifest.json`, describing a model's lm-head cut into shard slices.
 //! * [`Checksum`]: the streaming XXH3-64 checksum of a slice, `"xxh3-64:<16 hex digits>"`.
-//! * [`TopK`]: the binary answer of `POST /cobordism-lm-head?top_k=K`.
+//! * [`TopK`]: a section of the binary answers; [`Form`]: which answer a query asks for, and its
+//!   encoding; [`sampling`]: exact sampling, top-K merges and log-probabilities across shards.
 //! * [`decode_hidden`]: the request body (`n · hidden` little-endian f32) and its checks;
 //!   [`parse_top_k`], [`Access`] and [`bearer_matches`]: the query and who may call.
 //! * [`softcap`]: the final-logit soft cap `c · tanh(z / c)`; [`answer`]: kernel + soft cap, the
@@ -12,9 +13,11 @@
 pub mod answer;
 mod budget;
 mod checksum;
+mod form;
 mod hidden;
 mod manifest;
 mod request;
+pub mod sampling;
 mod topk;
 
 pub use budget::{
@@ -22,6 +25,7 @@ pub use budget::{
     MIN_BODIES_IN_FLIGHT,
 };
 pub use checksum::Checksum;
+pub use form::{Form, FormError};
 pub use hidden::{decode_hidden, encode_f32, HiddenError, MAX_BATCH};
 pub use manifest::{
     slice_key, Manifest, ManifestError, ShardEntry, FORMAT, FORMAT_VERSION, MAX_HIDDEN,

@@ -13,6 +13,8 @@
 
 use core::fmt;
 
+use crate::sampling::{by_logit, log_sum_exp};
+
 /// Largest K a shard answers.
 pub const MAX_TOP_K: usize = 1024;
 
@@ -42,14 +44,9 @@ impl std::error::Error for TopKError {}
 impl TopK {
     /// The top `k` of `logits`, whose first row is token `row_start`.
     pub fn compute(logits: &[f32], row_start: u32, k: usize) -> TopK {
-        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let sum: f64 = logits.iter().map(|&z| libm::exp(f64::from(z - max))).sum();
         let mut order: Vec<u32> = (0..logits.len() as u32).collect();
-        let better = |a: &u32, b: &u32| {
-            logits[*b as usize]
-                .total_cmp(&logits[*a as usize])
-                .then(a.cmp(b))
-        };
+        let better =
+            |a: &u32, b: &u32| by_logit(&(*a, logits[*a as usize]), &(*b, logits[*b as usize]));
         let k = k.min(logits.len());
         if k > 0 && k < order.len() {
             order.select_nth_unstable_by(k - 1, better);
@@ -57,13 +54,20 @@ impl TopK {
         order.truncate(k);
         order.sort_by(better);
         TopK {
-            max_logit: max,
-            log_sum_exp: (f64::from(max) + libm::log(sum)) as f32,
+            max_logit: logits.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+            log_sum_exp: log_sum_exp(logits, 1.0) as f32,
             entries: order
                 .into_iter()
                 .map(|i| (row_start + i, logits[i as usize]))
                 .collect(),
         }
+    }
+
+    /// [`TopK::compute`] with the log-sum-exp at `temperature`: `ln Σ exp(z / T)`.
+    pub fn compute_at(logits: &[f32], row_start: u32, k: usize, temperature: f32) -> TopK {
+        let mut t = TopK::compute(logits, row_start, k);
+        t.log_sum_exp = log_sum_exp(logits, temperature) as f32;
+        t
     }
 
     /// Appends the wire form to `out`.

@@ -1,7 +1,12 @@
-//! `cobordism logits`: the full-vocabulary logits of one hidden vector, from the shard Workers
-//! (`--endpoint`, `--endpoints-from`) or computed locally from the slices (`--local`), with the
-//! top-k table, per-shard timings, an optional bit-for-bit comparison of the two (`--verify`)
-//! and an optional raw dump (`--out`).
+//! `cobordism logits`: the logits of one hidden vector, from the shard Workers (`--endpoint`,
+//! `--endpoints-from`) or computed locally from the slices (`--local`). By default the shards send
+//! only their top-K (`12 + 8·K` bytes each instead of `4 · rows`), merged into the global top-K
+//! table; `--full` (implied by `--verify` and `--out`) fetches every logit, for a bit-for-bit
+//! comparison with the local computation and a raw dump.
+//!
+//! [`Source`] is what `logits`, `sample` and `logprobs` share: where the answers come from. The
+//! local path computes every logit and then cuts each shard's answer with the same
+//! `cobordism_protocol::Form::encode` the shard runs, so local and remote agree by construction.
 
 mod local;
 mod remote;
@@ -12,32 +17,21 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{ArgGroup, Args as ClapArgs};
-use cobordism_protocol::{decode_hidden, encode_f32, Manifest, Precision, TopK};
+use cobordism_protocol::sampling::{log_sum_exp, merge_log_sum_exp, merge_top_k};
+use cobordism_protocol::{decode_hidden, encode_f32, Form, Manifest, Precision, TopK, MAX_TOP_K};
 use kquant::synth::SplitMix64;
 
-use remote::{Options, ShardTiming};
+use remote::Options;
+pub use remote::ShardTiming;
+pub use remote::{assemble, sections, Reply};
 
 use crate::slices;
 use crate::{ExitError, EXIT_VERIFY_FAILED};
 
-/// Arguments of `cobordism logits`.
+/// Where the answers come from: the shard Workers or the slice files. Shared by `logits`,
+/// `sample` and `logprobs`.
 #[derive(ClapArgs, Debug)]
-#[command(
-    group(ArgGroup::new("source").required(true).args(["endpoint", "endpoints_from", "local"])),
-    group(ArgGroup::new("input").required(true).args(["hidden", "seed"])),
-    after_long_help = "\
-Shard i is served by the i-th endpoint; the hidden vector is POSTed to
-<endpoint>/cobordism-lm-head of all of them at once.
-
-Examples:
-  cobordism logits --manifest slices/tiny/manifest.json --local --seed 1
-  cobordism logits --manifest slices/tiny/manifest.json --seed 1 --verify \\
-      --endpoint http://127.0.0.1:8787 --endpoint http://127.0.0.1:8788
-  cobordism logits --manifest m/manifest.json --endpoints-from endpoints.txt --hidden h.f32 \\
-      --top-k 20 --out logits.f32   # with COBORDISM_TOKEN set
-
-Exits with 4 when --verify finds a logit that differs.")]
-pub struct Args {
+pub struct Source {
     /// The manifest.json written by `slice` (the slices are read next to it with --local/--verify).
     #[arg(long, value_name = "FILE")]
     pub manifest: PathBuf,
@@ -50,19 +44,6 @@ pub struct Args {
     /// Compute locally from the slice files instead of asking the Workers.
     #[arg(long)]
     pub local: bool,
-    /// The hidden vector: raw little-endian f32 × hidden.
-    #[arg(long, value_name = "FILE")]
-    pub hidden: Option<PathBuf>,
-    /// Make the hidden vector from this seed (SplitMix64 normal()).
-    #[arg(long, value_name = "S")]
-    pub seed: Option<u64>,
-    /// Rows of the top-k table.
-    #[arg(long, value_name = "K", default_value_t = 10,
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub top_k: u64,
-    /// Write all logits to FILE as little-endian f32.
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
     /// Bearer token for the Workers (or set COBORDISM_TOKEN, which keeps it out of `ps`).
     #[arg(
         long,
@@ -71,9 +52,6 @@ pub struct Args {
         hide_env_values = true
     )]
     pub token: Option<String>,
-    /// Also compute locally and compare bit for bit (exit code 4 on a difference).
-    #[arg(long, conflicts_with = "local")]
-    pub verify: bool,
     /// Use kquant's int8 fast mode (8-bit activations, ~4e-3 of max |y| error; still the same
     /// bits locally and on the shards).
     #[arg(long)]
@@ -86,75 +64,179 @@ pub struct Args {
     pub retries: u32,
 }
 
+impl Source {
+    /// The manifest and the directory of its slices.
+    pub fn manifest(&self) -> Result<(Manifest, &Path)> {
+        let manifest = slices::read_manifest(&self.manifest)?;
+        Ok((manifest, self.manifest.parent().unwrap_or(Path::new("."))))
+    }
+
+    fn precision(&self) -> Precision {
+        if self.int8 {
+            Precision::Int8
+        } else {
+            Precision::Exact
+        }
+    }
+
+    /// Every shard's answer to `form` for `hidden`, in shard order, and (from the Workers) how
+    /// each request went.
+    pub fn ask(
+        &self,
+        manifest: &Manifest,
+        hidden: &[f32],
+        form: &Form,
+    ) -> Result<(Vec<Reply>, Option<Vec<ShardTiming>>)> {
+        if self.local {
+            let dir = self.manifest.parent().unwrap_or(Path::new("."));
+            let all = local::compute(manifest, dir, hidden, self.precision())?;
+            return Ok((local_replies(manifest, &all, form)?, None));
+        }
+        let opts = Options {
+            token: self.token.clone(),
+            timeout: Duration::from_secs(self.timeout_secs.max(1)),
+            retries: self.retries,
+            precision: self.precision(),
+        };
+        let (replies, timings) = remote::fetch(manifest, &self.endpoints()?, hidden, &opts, form)?;
+        Ok((replies, Some(timings)))
+    }
+
+    fn endpoints(&self) -> Result<Vec<String>> {
+        let urls = match &self.endpoints_from {
+            None => self.endpoint.clone(),
+            Some(path) => {
+                let text = fs::read_to_string(path).with_context(|| {
+                    format!("cannot read the endpoints file {}", path.display())
+                })?;
+                let urls: Vec<String> = text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(String::from)
+                    .collect();
+                ensure!(!urls.is_empty(), "{}: no endpoint URLs", path.display());
+                urls
+            }
+        };
+        for url in &urls {
+            ensure!(
+                url.starts_with("http://") || url.starts_with("https://"),
+                "endpoint {url:?}: expected an http:// or https:// URL"
+            );
+        }
+        Ok(urls)
+    }
+}
+
+/// Each shard's answer cut from all the logits, by the shard's own encoding.
+fn local_replies(manifest: &Manifest, all: &[f32], form: &Form) -> Result<Vec<Reply>> {
+    manifest
+        .shards
+        .iter()
+        .map(|s| {
+            let rows = &all[s.row_start..s.row_start + s.row_count];
+            if *form == Form::Logits {
+                return Ok(Reply::Logits(rows.to_vec()));
+            }
+            let mut sections =
+                TopK::decode_all(&form.encode(rows, s.row_count, s.row_start as u32))?;
+            Ok(Reply::Section(sections.remove(0)))
+        })
+        .collect()
+}
+
+/// The hidden vector: a file of little-endian f32, or made from a seed.
+pub fn hidden_vector(file: Option<&Path>, seed: Option<u64>, hidden: usize) -> Result<Vec<f32>> {
+    match (file, seed) {
+        (Some(path), _) => read_hidden(path, hidden),
+        (None, Some(seed)) => Ok(seeded_hidden(seed, hidden)),
+        (None, None) => bail!("give a hidden vector file or a seed"),
+    }
+}
+
+/// Arguments of `cobordism logits`.
+#[derive(ClapArgs, Debug)]
+#[command(
+    group(ArgGroup::new("source").required(true).args(["endpoint", "endpoints_from", "local"])),
+    group(ArgGroup::new("input").required(true).args(["hidden", "seed"])),
+    after_long_help = "\
+Shard i is served by the i-th endpoint; the hidden vector is POSTed to
+<endpoint>/cobordism-lm-head of all of them at once. Each shard sends its top-K (K = --top-k,
+at most 1024), merged into the global top-K; --full fetches every logit.
+
+Examples:
+  cobordism logits --manifest slices/tiny/manifest.json --local --seed 1
+  cobordism logits --manifest slices/tiny/manifest.json --seed 1 --verify \\
+      --endpoint http://127.0.0.1:8787 --endpoint http://127.0.0.1:8788
+  cobordism logits --manifest m/manifest.json --endpoints-from endpoints.txt --hidden h.f32 \\
+      --top-k 20 --out logits.f32   # with COBORDISM_TOKEN set
+
+Exits with 4 when --verify finds a logit that differs.")]
+pub struct Args {
+    #[command(flatten)]
+    pub source: Source,
+    /// The hidden vector: raw little-endian f32 × hidden.
+    #[arg(long, value_name = "FILE")]
+    pub hidden: Option<PathBuf>,
+    /// Make the hidden vector from this seed (SplitMix64 normal()).
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
+    /// Rows of the top-k table (more than 1024 fetches every logit).
+    #[arg(long, value_name = "K", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub top_k: u64,
+    /// Fetch every logit rather than each shard's top-K.
+    #[arg(long)]
+    pub full: bool,
+    /// Write all logits to FILE as little-endian f32 (fetches every logit).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Also compute locally and compare every logit bit for bit (exit code 4 on a difference).
+    #[arg(long, conflicts_with = "local")]
+    pub verify: bool,
+}
+
 /// Runs `cobordism logits`.
 pub fn run(args: &Args) -> Result<()> {
-    let manifest = slices::read_manifest(&args.manifest)?;
-    let dir = args.manifest.parent().unwrap_or(Path::new("."));
-    let hidden = match (&args.hidden, args.seed) {
-        (Some(path), _) => read_hidden(path, manifest.hidden)?,
-        (None, Some(seed)) => seeded_hidden(seed, manifest.hidden),
-        (None, None) => bail!("give --hidden FILE or --seed S"),
-    };
-
-    let precision = if args.int8 {
-        Precision::Int8
+    let (manifest, dir) = args.source.manifest()?;
+    let hidden = hidden_vector(args.hidden.as_deref(), args.seed, manifest.hidden)?;
+    let k = args.top_k as usize;
+    let full = args.full || args.verify || args.out.is_some() || k > MAX_TOP_K;
+    let form = if full {
+        Form::Logits
     } else {
-        Precision::Exact
+        Form::TopK {
+            k,
+            temperature: 1.0,
+        }
     };
-    let (logits, timings) = if args.local {
-        (local::compute(&manifest, dir, &hidden, precision)?, None)
-    } else {
-        let endpoints = endpoints(args)?;
-        let opts = Options {
-            token: args.token.clone(),
-            timeout: Duration::from_secs(args.timeout_secs.max(1)),
-            retries: args.retries,
-            precision,
-        };
-        let (logits, timings) = remote::fetch(&manifest, &endpoints, &hidden, &opts)?;
-        (logits, Some(timings))
+    let (replies, timings) = args.source.ask(&manifest, &hidden, &form)?;
+    let logits = full.then(|| assemble(&manifest, replies.clone()));
+    let (top, lse) = match &logits {
+        Some(all) => (TopK::compute(all, 0, k).entries, log_sum_exp(all, 1.0)),
+        None => {
+            let sections = sections(replies);
+            let refs: Vec<&TopK> = sections.iter().collect();
+            let lse = merge_log_sum_exp(sections.iter().map(|t| f64::from(t.log_sum_exp)));
+            (merge_top_k(&refs, k), lse)
+        }
     };
-
-    print_top_k(&manifest, &logits, args.top_k as usize, args.local);
+    print_top_k(&manifest, &top, lse, args.source.local);
     if let Some(t) = &timings {
         print_timings(t);
     }
-    if let Some(path) = &args.out {
-        fs::write(path, encode_f32(&logits))
+    if let (Some(path), Some(all)) = (&args.out, &logits) {
+        fs::write(path, encode_f32(all))
             .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("\nwrote {} logits to {}", logits.len(), path.display());
+        println!("\nwrote {} logits to {}", all.len(), path.display());
     }
-    if args.verify {
-        let local = local::compute(&manifest, dir, &hidden, precision)?;
-        verify(&logits, &local)?;
-        println!("\nverify: {} logits identical", logits.len());
+    if let (true, Some(all)) = (args.verify, &logits) {
+        let local = local::compute(&manifest, dir, &hidden, args.source.precision())?;
+        verify(all, &local)?;
+        println!("\nverify: {} logits identical", all.len());
     }
     Ok(())
-}
-
-fn endpoints(args: &Args) -> Result<Vec<String>> {
-    let urls = match &args.endpoints_from {
-        None => args.endpoint.clone(),
-        Some(path) => {
-            let text = fs::read_to_string(path)
-                .with_context(|| format!("cannot read the endpoints file {}", path.display()))?;
-            let urls: Vec<String> = text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(String::from)
-                .collect();
-            ensure!(!urls.is_empty(), "{}: no endpoint URLs", path.display());
-            urls
-        }
-    };
-    for url in &urls {
-        ensure!(
-            url.starts_with("http://") || url.starts_with("https://"),
-            "endpoint {url:?}: expected an http:// or https:// URL"
-        );
-    }
-    Ok(urls)
 }
 
 fn read_hidden(path: &Path, hidden: usize) -> Result<Vec<f32>> {
@@ -178,16 +260,8 @@ pub fn seeded_hidden(seed: u64, hidden: usize) -> Vec<f32> {
     (0..hidden).map(|_| rng.normal()).collect()
 }
 
-/// `ln Σ exp(z)` over all logits, in f64 around the maximum.
-fn log_sum_exp(logits: &[f32]) -> f64 {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f64 = logits.iter().map(|&z| f64::from(z - max).exp()).sum();
-    f64::from(max) + sum.ln()
-}
-
-fn print_top_k(manifest: &Manifest, logits: &[f32], k: usize, local: bool) {
-    let top = TopK::compute(logits, 0, k);
-    let lse = log_sum_exp(logits);
+/// The top-k table; `lse` is the log-partition `ln Σ exp(z)` over the whole vocabulary.
+fn print_top_k(manifest: &Manifest, top: &[(u32, f32)], lse: f64, local: bool) {
     println!(
         "{} {} [{} × {}], {} shards, {}{}",
         manifest.model,
@@ -205,7 +279,7 @@ fn print_top_k(manifest: &Manifest, logits: &[f32], k: usize, local: bool) {
             .map_or(String::new(), |c| format!(", softcap {c}"))
     );
     println!("\n rank       token          logit   probability");
-    for (rank, (token, z)) in top.entries.iter().enumerate() {
+    for (rank, (token, z)) in top.iter().enumerate() {
         println!(
             "{:>5}  {:>10}  {:>13.6}   {:>11.9}",
             rank + 1,
@@ -216,7 +290,8 @@ fn print_top_k(manifest: &Manifest, logits: &[f32], k: usize, local: bool) {
     }
 }
 
-fn print_timings(timings: &[ShardTiming]) {
+/// Per shard: rows, HTTP time, the server's compute time when it reports one, cache, attempts.
+pub fn print_timings(timings: &[ShardTiming]) {
     println!("\nshard        rows    HTTP ms  compute ms  cache  attempts");
     for t in timings {
         println!(
@@ -270,13 +345,5 @@ mod tests {
         assert!(err.to_string().contains("2 of 3 logits differ"), "{err}");
         assert!(err.to_string().contains("token 1"), "{err}");
         assert!(verify(&[0.0], &[-0.0]).is_err());
-    }
-
-    #[test]
-    fn probabilities_sum_to_one() {
-        let logits = [1000.0f32, 999.0, -5.0];
-        let lse = log_sum_exp(&logits);
-        let sum: f64 = logits.iter().map(|&z| (f64::from(z) - lse).exp()).sum();
-        assert!((sum - 1.0).abs() < 1e-12);
     }
 }

@@ -1,9 +1,11 @@
-//! Logits from the shard Workers: the hidden vector is POSTed to `<endpoint>/cobordism-lm-head`
-//! of every shard at once, and each answer is checked against the manifest before it is used.
+//! Answers of the shard Workers: the hidden vector is POSTed to `<endpoint>/cobordism-lm-head`
+//! of every shard at once, in one reply form (all logits, top-K, the sample winner, token
+//! scores), and each answer is checked against the manifest before it is used.
 //!
 //! Checked: status 200, `X-Shard-Index`, `X-Row-Start` and `X-Row-Count` against the manifest,
-//! `X-Manifest-Version` (when the server sends it) against the manifest's version, and a body of
-//! exactly `4 · row_count` bytes.
+//! `X-Manifest-Version` (when the server sends it) against the manifest's version, and the body:
+//! exactly `4 · row_count` bytes of logits, or one well-formed section whose token ids lie in
+//! the shard's rows.
 //!
 //! Connection failures, timeouts, 429 and 5xx answers are retried (503 and 429 after the
 //! server's `Retry-After`, others after a short backoff) up to `--retries` times; a wrong answer
@@ -13,7 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
-use cobordism_protocol::{encode_f32, Manifest, Precision, ShardEntry};
+use cobordism_protocol::{encode_f32, Form, Manifest, Precision, ShardEntry, TopK, MAX_TOP_K};
 use ureq::http::Response;
 use ureq::{Agent, Body};
 
@@ -57,13 +59,24 @@ pub struct ShardTiming {
     pub attempts: u32,
 }
 
-/// Queries every shard (shard `i` at `endpoints[i]`) and assembles the full logits.
+/// One shard's checked answer.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// Its rows' logits (the form [`Form::Logits`]).
+    Logits(Vec<f32>),
+    /// Its section (every other form).
+    Section(TopK),
+}
+
+/// Queries every shard (shard `i` at `endpoints[i]`) for `form` and returns the answers in
+/// shard order.
 pub fn fetch(
     manifest: &Manifest,
     endpoints: &[String],
     hidden: &[f32],
     opts: &Options,
-) -> Result<(Vec<f32>, Vec<ShardTiming>)> {
+    form: &Form,
+) -> Result<(Vec<Reply>, Vec<ShardTiming>)> {
     if endpoints.len() != manifest.shard_count {
         bail!(
             "{} endpoints given for {} shards; shard i is served by endpoint i, so give one per shard",
@@ -82,11 +95,13 @@ pub fn fetch(
         .iter()
         .zip(endpoints)
         .map(|(s, e)| {
-            let query = match opts.precision {
-                Precision::Exact => "",
-                Precision::Int8 => "?precision=int8",
-            };
-            (s, format!("{}{ROUTE}{query}", e.trim_end_matches('/')))
+            let mut query = form.query();
+            if opts.precision == Precision::Int8 {
+                query.push_str(if query.is_empty() { "" } else { "&" });
+                query.push_str("precision=int8");
+            }
+            let sep = if query.is_empty() { "" } else { "?" };
+            (s, format!("{}{ROUTE}{sep}{query}", e.trim_end_matches('/')))
         })
         .collect();
     let per_thread = jobs.len().div_ceil(MAX_PARALLEL);
@@ -98,7 +113,9 @@ pub fn fetch(
                 scope.spawn(move || {
                     group
                         .iter()
-                        .map(|(s, url)| fetch_shard(agent, url, s, body, &manifest.version, opts))
+                        .map(|(s, url)| {
+                            fetch_shard(agent, url, s, body, &manifest.version, opts, form)
+                        })
                         .collect::<Vec<_>>()
                 })
             })
@@ -110,13 +127,13 @@ pub fn fetch(
         Ok(all)
     })?;
 
-    let mut logits = vec![0.0f32; manifest.vocab];
+    let mut replies = Vec::with_capacity(jobs.len());
     let mut timings = Vec::with_capacity(jobs.len());
     let mut failures = Vec::new();
-    for ((s, _), result) in jobs.iter().zip(results) {
+    for result in results {
         match result {
-            Ok((values, timing)) => {
-                logits[s.row_start..s.row_start + s.row_count].copy_from_slice(&values);
+            Ok((reply, timing)) => {
+                replies.push(reply);
                 timings.push(timing);
             }
             Err(e) => failures.push(e),
@@ -130,7 +147,29 @@ pub fn fetch(
             failures.join("\n  ")
         );
     }
-    Ok((logits, timings))
+    Ok((replies, timings))
+}
+
+/// The full logits from [`Form::Logits`] replies in shard order.
+pub fn assemble(manifest: &Manifest, replies: Vec<Reply>) -> Vec<f32> {
+    let mut logits = vec![0.0f32; manifest.vocab];
+    for (s, reply) in manifest.shards.iter().zip(replies) {
+        if let Reply::Logits(values) = reply {
+            logits[s.row_start..s.row_start + s.row_count].copy_from_slice(&values);
+        }
+    }
+    logits
+}
+
+/// The sections of section-form replies in shard order.
+pub fn sections(replies: Vec<Reply>) -> Vec<TopK> {
+    replies
+        .into_iter()
+        .filter_map(|r| match r {
+            Reply::Section(t) => Some(t),
+            Reply::Logits(_) => None,
+        })
+        .collect()
 }
 
 /// The outcome of one attempt that did not succeed.
@@ -148,13 +187,14 @@ fn fetch_shard(
     body: &[u8],
     version: &str,
     opts: &Options,
-) -> Result<(Vec<f32>, ShardTiming), String> {
+    form: &Form,
+) -> Result<(Reply, ShardTiming), String> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         let start = Instant::now();
-        let failure = match attempt_once(agent, url, shard, body, version, opts) {
-            Ok((values, compute_ms, cache)) => {
+        let failure = match attempt_once(agent, url, shard, body, version, opts, form) {
+            Ok((reply, compute_ms, cache)) => {
                 let timing = ShardTiming {
                     index: shard.index,
                     rows: shard.row_count,
@@ -163,7 +203,7 @@ fn fetch_shard(
                     cache,
                     attempts: attempt,
                 };
-                return Ok((values, timing));
+                return Ok((reply, timing));
             }
             Err(f) => f,
         };
@@ -182,7 +222,7 @@ fn fetch_shard(
     }
 }
 
-type Answer = (Vec<f32>, Option<String>, Option<String>);
+type Answer = (Reply, Option<String>, Option<String>);
 
 fn attempt_once(
     agent: &Agent,
@@ -191,6 +231,7 @@ fn attempt_once(
     body: &[u8],
     version: &str,
     opts: &Options,
+    form: &Form,
 ) -> Result<Answer, Failure> {
     let mut req = agent
         .post(url)
@@ -233,35 +274,73 @@ fn attempt_once(
              slices, or use the manifest the shard was loaded from)"
         )));
     }
-    let expected = 4 * shard.row_count;
+    let limit = match form {
+        Form::Logits => 4 * shard.row_count,
+        _ => 12 + 8 * MAX_TOP_K.min(shard.row_count),
+    };
     let bytes = resp
         .body_mut()
         .with_config()
-        .limit(expected as u64 + 1)
+        .limit(limit as u64 + 1)
         .read_to_vec()
         .map_err(transport)?;
-    if bytes.len() != expected {
-        return Err(Failure::Fatal(format!(
-            "the body has {} bytes, expected {expected} (4 × {} rows)",
-            bytes.len(),
-            shard.row_count
-        )));
-    }
-    let values = bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let reply = decode(form, shard, &bytes).map_err(Failure::Fatal)?;
     Ok((
-        values,
+        reply,
         header(&resp, "Server-Timing").and_then(|t| timing_entry(&t, "compute")),
         header(&resp, "X-Cache"),
     ))
 }
 
+/// Checks a body against the form and the shard's rows.
+fn decode(form: &Form, shard: &ShardEntry, bytes: &[u8]) -> Result<Reply, String> {
+    if *form == Form::Logits {
+        let expected = 4 * shard.row_count;
+        if bytes.len() != expected {
+            return Err(format!(
+                "the body has {} bytes, expected {expected} (4 × {} rows)",
+                bytes.len(),
+                shard.row_count
+            ));
+        }
+        let values = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        return Ok(Reply::Logits(values));
+    }
+    let mut sections = TopK::decode_all(bytes).map_err(|e| e.to_string())?;
+    if sections.len() != 1 {
+        return Err(format!("{} sections for one hidden vector", sections.len()));
+    }
+    let section = sections.remove(0);
+    let rows = shard.row_start..shard.row_start + shard.row_count;
+    if let Some((id, _)) = section
+        .entries
+        .iter()
+        .find(|(id, _)| !rows.contains(&(*id as usize)))
+    {
+        return Err(format!("token {id} is outside the shard's rows {rows:?}"));
+    }
+    let most = match form {
+        Form::TopK { k, .. } => (*k).min(shard.row_count),
+        Form::Sample { .. } => 1,
+        Form::Tokens { tokens, .. } => tokens.len(),
+        Form::Logits => unreachable!("decoded above"),
+    };
+    if section.entries.len() > most {
+        return Err(format!(
+            "{} entries, at most {most} expected",
+            section.entries.len()
+        ));
+    }
+    Ok(Reply::Section(section))
+}
+
 fn transport(e: ureq::Error) -> Failure {
     match e {
         ureq::Error::BodyExceedsLimit(_) => {
-            Failure::Fatal("the body is longer than the shard's rows".into())
+            Failure::Fatal("the body is longer than this reply form allows".into())
         }
         e => Failure::Retry(e.to_string(), None),
     }

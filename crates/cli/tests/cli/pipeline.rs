@@ -186,7 +186,11 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
     let fake = d.join("fake-wrangler");
     fs::write(
         &fake,
-        format!("#!/bin/sh\necho \"$@\" >> {}\n", log.display()),
+        // Records each call; `get` finds nothing, as in an empty bucket.
+        format!(
+            "#!/bin/sh\necho \"$@\" >> {}\ncase \"$3\" in get) echo 'The specified key does not exist.' >&2; exit 1;; esac\n",
+            log.display()
+        ),
     )
     .unwrap();
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
@@ -203,13 +207,24 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
     ok(upload("--local --persist-to state", fake));
     let calls = fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = calls.lines().collect();
-    assert_eq!(lines.len(), 4, "{calls}");
     assert_eq!(lines[0], "--version");
+    assert!(lines[1].starts_with("r2 object get lm/synth-tiny-q6_k/manifest.json --pipe"));
+    assert!(lines[2].starts_with("r2 object get lm/synth-tiny-q6_k/ledger.json --pipe"));
+    let ledger = "r2 object put lm/synth-tiny-q6_k/ledger.json";
+    assert!(
+        lines.last().unwrap().starts_with(ledger),
+        "the ledger last: {calls}"
+    );
+    let puts: Vec<&&str> = lines[3..]
+        .iter()
+        .filter(|l| !l.starts_with(ledger))
+        .collect();
+    assert_eq!(puts.len(), 3, "{calls}");
     let state = d.join("state");
     let m = Manifest::parse(&fs::read(d.join("s/manifest.json")).unwrap()).unwrap();
     let keys = [m.shards[0].key.as_str(), &m.shards[1].key, "manifest.json"];
     assert!(keys[0].starts_with("shard-00.") && keys[0].ends_with(".bin"));
-    for (line, key) in lines[1..].iter().zip(keys) {
+    for (line, key) in puts.into_iter().zip(keys) {
         let put = format!("r2 object put lm/synth-tiny-q6_k/{key} --file ");
         assert!(line.starts_with(&put), "{line}");
         let local = format!("--local --persist-to {}", state.display());
@@ -224,7 +239,9 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
         "{calls}"
     );
     assert!(
-        calls.lines().last().unwrap().ends_with("--remote"),
+        calls
+            .lines()
+            .all(|l| l == "--version" || l.ends_with("--remote")),
         "{calls}"
     );
 

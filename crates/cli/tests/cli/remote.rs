@@ -7,7 +7,7 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cobordism_protocol::{decode_hidden, encode_f32, softcap, Manifest};
+use cobordism_protocol::{decode_hidden, softcap, Form, Manifest};
 use kquant::QMatrix;
 
 use crate::common::*;
@@ -79,7 +79,13 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
     }
     let mut body = vec![0; len];
     reader.read_exact(&mut body).unwrap();
-    assert_eq!(request_line.trim(), "POST /cobordism-lm-head HTTP/1.1");
+    let target = request_line
+        .trim()
+        .strip_prefix("POST /cobordism-lm-head")
+        .and_then(|t| t.strip_suffix(" HTTP/1.1"))
+        .unwrap_or_else(|| panic!("{request_line}"));
+    let query = target.strip_prefix('?').unwrap_or("");
+    let form = Form::parse(query.split('&').filter_map(|p| p.split_once('='))).unwrap();
     if busy {
         let msg = r#"{"error":"busy","detail":"loading the slice"}"#;
         return error(stream, "503 Service Unavailable\r\nRetry-After: 0", msg);
@@ -96,7 +102,7 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
         .mat_vec(&x, &mut logits)
         .unwrap();
     softcap(&mut logits, m.softcap);
-    let out = encode_f32(&logits);
+    let out = form.encode(&logits, s.row_count, s.row_start as u32);
     let row_start = match mode {
         Mode::WrongRowStart => s.row_start + 1,
         _ => s.row_start,

@@ -1,0 +1,247 @@
+//! `cobordism sample` and `cobordism logprobs`: one token drawn exactly from the model's
+//! distribution, and the log-probabilities of given tokens, asking each shard for a few bytes.
+//!
+//! Plain sampling asks every shard for its Gumbel-max winner (`?temperature=T&seed=S`) and keeps
+//! the best: the token one machine would draw from all the logits, for any number of shards.
+//! With top-k, top-p or min-p it asks for each shard's top-K at `T` (K = 64 or top-k, then 1024)
+//! and samples from their union when that decides the filters, else from all the logits.
+//! Temperature 0 is greedy decoding (each shard's top-1). The math is
+//! `cobordism_protocol::sampling`; `--local` runs the same on locally computed shard answers.
+
+use std::path::PathBuf;
+
+use anyhow::{ensure, Result};
+use clap::{ArgGroup, Args as ClapArgs};
+use cobordism_protocol::sampling::{
+    logprobs, merge_log_sum_exp, merge_top_k, merge_winners, sample, Part, Sampled, Sampling,
+};
+use cobordism_protocol::{Form, Manifest, TopK, MAX_TOP_K};
+
+use crate::logits::{assemble, hidden_vector, print_timings, sections, Source};
+
+/// The hidden vector of `sample` and `logprobs`.
+#[derive(ClapArgs, Debug)]
+#[group(id = "input", required = true, multiple = false)]
+pub struct Input {
+    /// The hidden vector: raw little-endian f32 × hidden.
+    #[arg(long, value_name = "FILE")]
+    pub hidden: Option<PathBuf>,
+    /// Make the hidden vector from this seed (SplitMix64 normal(), as `logits --seed`).
+    #[arg(long, value_name = "S")]
+    pub hidden_seed: Option<u64>,
+}
+
+/// Arguments of `cobordism sample`.
+#[derive(ClapArgs, Debug)]
+#[command(
+    group(ArgGroup::new("source").required(true).args(["endpoint", "endpoints_from", "local"])),
+    after_long_help = "\
+Examples:
+  cobordism sample --manifest slices/tiny/manifest.json --local --hidden-seed 1 --temperature 0.8 --seed 42
+  cobordism sample --manifest m/manifest.json --endpoints-from endpoints.txt --hidden h.f32 \\
+      --temperature 1 --top-p 0.9 --seed 7
+
+The same --seed gives the same token locally and from any number of shards. Use one seed per
+decoding step.")]
+pub struct SampleArgs {
+    #[command(flatten)]
+    pub source: Source,
+    #[command(flatten)]
+    pub input: Input,
+    /// Temperature; 0 is greedy decoding.
+    #[arg(long, value_name = "T", default_value_t = 1.0)]
+    pub temperature: f32,
+    /// The sampling noise's seed (one per decoding step).
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Keep only the K most likely tokens.
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+    /// Keep the smallest set of most likely tokens whose probability reaches P.
+    #[arg(long, value_name = "P")]
+    pub top_p: Option<f64>,
+    /// Keep tokens at least P times as likely as the most likely one.
+    #[arg(long, value_name = "P")]
+    pub min_p: Option<f64>,
+}
+
+/// Runs `cobordism sample`.
+pub fn run_sample(args: &SampleArgs) -> Result<()> {
+    let (manifest, _) = args.source.manifest()?;
+    let hidden = hidden_vector(
+        args.input.hidden.as_deref(),
+        args.input.hidden_seed,
+        manifest.hidden,
+    )?;
+    let s = Sampling {
+        temperature: args.temperature,
+        seed: args.seed,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+    };
+    let (sampled, how) = if args.temperature == 0.0 {
+        greedy(&args.source, &manifest, &hidden)?
+    } else {
+        s.validate().map_err(anyhow::Error::msg)?;
+        draw(&args.source, &manifest, &hidden, &s)?
+    };
+    println!(
+        "token {}  logit {}  logprob {:.6}  ({how})",
+        sampled.token, sampled.logit, sampled.logprob
+    );
+    Ok(())
+}
+
+/// The most likely token (ties: the smaller id) and its log-probability at temperature 1.
+fn greedy(source: &Source, manifest: &Manifest, hidden: &[f32]) -> Result<(Sampled, String)> {
+    let (replies, timings) = source.ask(
+        manifest,
+        hidden,
+        &Form::TopK {
+            k: 1,
+            temperature: 1.0,
+        },
+    )?;
+    let sections = sections(replies);
+    show(timings.as_deref());
+    let refs: Vec<&TopK> = sections.iter().collect();
+    let (token, logit) = merge_top_k(&refs, 1)[0];
+    let lse = merge_log_sum_exp(sections.iter().map(|t| f64::from(t.log_sum_exp)));
+    let sampled = Sampled {
+        token,
+        logit,
+        logprob: f64::from(logit) - lse,
+    };
+    Ok((sampled, "greedy: each shard's top-1".into()))
+}
+
+/// An exact draw: the shards' winners, or their top-K, or all logits when the top-K cannot
+/// decide the filters.
+fn draw(
+    source: &Source,
+    manifest: &Manifest,
+    hidden: &[f32],
+    s: &Sampling,
+) -> Result<(Sampled, String)> {
+    if !s.filtered() {
+        let form = Form::Sample {
+            temperature: s.temperature,
+            seed: s.seed,
+        };
+        let (replies, timings) = source.ask(manifest, hidden, &form)?;
+        show(timings.as_deref());
+        let winner = merge_winners(&sections(replies), s, 0);
+        return Ok((
+            winner.expect("every shard has rows"),
+            "Gumbel-max: each shard's winner".into(),
+        ));
+    }
+    let first = s.top_k.unwrap_or(0).clamp(64, MAX_TOP_K);
+    let mut why = String::new();
+    for k in [first, MAX_TOP_K] {
+        let form = Form::TopK {
+            k,
+            temperature: s.temperature,
+        };
+        let (replies, timings) = source.ask(manifest, hidden, &form)?;
+        show(timings.as_deref());
+        let sections = sections(replies);
+        let parts: Vec<Part> = sections
+            .iter()
+            .zip(&manifest.shards)
+            .map(|(section, shard)| Part {
+                section,
+                rows: shard.row_count,
+            })
+            .collect();
+        match sample(&parts, s, 0) {
+            Ok(sampled) => return Ok((sampled, format!("from the shards' top-{k}"))),
+            Err(e) => why = e.0,
+        }
+        if k == MAX_TOP_K {
+            break;
+        }
+    }
+    let (replies, timings) = source.ask(manifest, hidden, &Form::Logits)?;
+    show(timings.as_deref());
+    let all = assemble(manifest, replies);
+    let whole = TopK::compute_at(&all, 0, all.len(), s.temperature);
+    let part = Part {
+        section: &whole,
+        rows: all.len(),
+    };
+    let sampled = sample(&[part], s, 0).map_err(anyhow::Error::msg)?;
+    Ok((
+        sampled,
+        format!("from all logits: the top-{MAX_TOP_K} could not decide ({why})"),
+    ))
+}
+
+fn show(timings: Option<&[crate::logits::ShardTiming]>) {
+    if let Some(t) = timings {
+        print_timings(t);
+        println!();
+    }
+}
+
+/// Arguments of `cobordism logprobs`.
+#[derive(ClapArgs, Debug)]
+#[command(
+    group(ArgGroup::new("source").required(true).args(["endpoint", "endpoints_from", "local"])),
+    after_long_help = "\
+Each shard sends the logits of the asked tokens in its rows plus its log-sum-exp; the
+log-probability is z/T − ln Σ exp(z/T) over the whole vocabulary.
+
+Example:
+  cobordism logprobs --manifest slices/tiny/manifest.json --local --hidden-seed 1 --tokens 5,17,400")]
+pub struct LogprobsArgs {
+    #[command(flatten)]
+    pub source: Source,
+    #[command(flatten)]
+    pub input: Input,
+    /// Token ids, comma-separated (at most 1024).
+    #[arg(long, value_name = "IDS", value_delimiter = ',', required = true)]
+    pub tokens: Vec<u32>,
+    /// Temperature of the distribution.
+    #[arg(long, value_name = "T", default_value_t = 1.0)]
+    pub temperature: f32,
+}
+
+/// Runs `cobordism logprobs`.
+pub fn run_logprobs(args: &LogprobsArgs) -> Result<()> {
+    let (manifest, _) = args.source.manifest()?;
+    let hidden = hidden_vector(
+        args.input.hidden.as_deref(),
+        args.input.hidden_seed,
+        manifest.hidden,
+    )?;
+    ensure!(
+        args.tokens.len() <= MAX_TOP_K,
+        "at most {MAX_TOP_K} tokens at once, not {}",
+        args.tokens.len()
+    );
+    if let Some(t) = args.tokens.iter().find(|&&t| t as usize >= manifest.vocab) {
+        anyhow::bail!(
+            "token {t} is outside the vocabulary (0 … {})",
+            manifest.vocab - 1
+        );
+    }
+    Sampling::plain(args.temperature, 0)
+        .validate()
+        .map_err(anyhow::Error::msg)?;
+    let form = Form::Tokens {
+        tokens: args.tokens.clone(),
+        temperature: args.temperature,
+    };
+    let (replies, timings) = args.source.ask(&manifest, &hidden, &form)?;
+    show(timings.as_deref());
+    let sections = sections(replies);
+    let lps = logprobs(&sections, &args.tokens, args.temperature);
+    println!("     token        logprob");
+    for (token, lp) in args.tokens.iter().zip(lps) {
+        let lp = lp.ok_or_else(|| anyhow::anyhow!("no shard answered token {token}"))?;
+        println!("{token:>10}  {lp:>13.6}");
+    }
+    Ok(())
+}

@@ -1,0 +1,317 @@
+//! The reply forms of `POST /cobordism-lm-head`, chosen by the query and encoded here for the
+//! shard, so that the CLI's local path and the shard give the same bytes:
+//!
+//! | query | per hidden vector |
+//! |---|---|
+//! | (none) | all the slice's logits, f32 |
+//! | `top_k=K[&temperature=T]` | a section: the K best `(id, logit)`, the max, `ln Σ exp(z/T)` |
+//! | `temperature=T&seed=S` | a section with one entry: the slice's Gumbel-max winner ([`crate::sampling`]) |
+//! | `tokens=ID,ID,…[&temperature=T]` | a section with the asked tokens that fall in the slice, in the order asked |
+//!
+//! Sections share the wire format of [`TopK`]; `T` defaults to 1.
+
+use crate::sampling::{log_sum_exp, slice_winner, MAX_TEMPERATURE};
+use crate::{encode_f32, parse_top_k, TopK, MAX_TOP_K};
+
+/// What a shard answers for each hidden vector.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Form {
+    /// All logits.
+    Logits,
+    /// The top `k` and the log-sum-exp at `temperature`.
+    TopK { k: usize, temperature: f32 },
+    /// The Gumbel-max winner under `seed` at `temperature`.
+    Sample { temperature: f32, seed: u64 },
+    /// The logits of `tokens` that fall in the slice, and the log-sum-exp at `temperature`.
+    Tokens { tokens: Vec<u32>, temperature: f32 },
+}
+
+/// A query the shard refuses: the error code and a sentence for the caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FormError {
+    /// `bad_top_k`, `bad_temperature`, `bad_seed`, `bad_tokens` or `bad_query`.
+    pub code: &'static str,
+    /// What was wrong.
+    pub detail: String,
+}
+
+fn refuse(code: &'static str, detail: impl Into<String>) -> FormError {
+    FormError {
+        code,
+        detail: detail.into(),
+    }
+}
+
+impl Form {
+    /// The form a query asks for, from its `top_k`, `temperature`, `seed` and `tokens` values
+    /// (other parameters are not looked at).
+    pub fn parse<'a>(
+        query: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Form, FormError> {
+        let (mut top_k, mut temperature, mut seed, mut tokens) = (None, None, None, None);
+        for (key, value) in query {
+            let slot = match key {
+                "top_k" => &mut top_k,
+                "temperature" => &mut temperature,
+                "seed" => &mut seed,
+                "tokens" => &mut tokens,
+                _ => continue,
+            };
+            if slot.replace(value).is_some() {
+                return Err(refuse("bad_query", format!("{key} is given twice")));
+            }
+        }
+        let t = temperature.map(parse_temperature).transpose()?;
+        match (top_k, seed, tokens) {
+            (None, None, None) if t.is_none() => Ok(Form::Logits),
+            (None, None, None) => Err(refuse(
+                "bad_query",
+                "temperature alone: add seed to sample, or top_k or tokens",
+            )),
+            (Some(k), None, None) => Ok(Form::TopK {
+                k: parse_top_k(k).map_err(|d| refuse("bad_top_k", d))?,
+                temperature: t.unwrap_or(1.0),
+            }),
+            (None, Some(s), None) => Ok(Form::Sample {
+                temperature: t.ok_or_else(|| refuse("bad_query", "seed needs temperature"))?,
+                seed: s.parse().map_err(|_| {
+                    refuse(
+                        "bad_seed",
+                        format!("seed must be an integer from 0 to 2^64 − 1, not {s:?}"),
+                    )
+                })?,
+            }),
+            (None, None, Some(ids)) => Ok(Form::Tokens {
+                tokens: parse_tokens(ids)?,
+                temperature: t.unwrap_or(1.0),
+            }),
+            _ => Err(refuse(
+                "bad_query",
+                "top_k, seed and tokens choose different answers: give one of them",
+            )),
+        }
+    }
+
+    /// The answer for the logits of `n` vectors (`logits.len() = n · rows`) of a slice whose
+    /// first row is token `row_start`.
+    pub fn encode(&self, logits: &[f32], rows: usize, row_start: u32) -> Vec<u8> {
+        if *self == Form::Logits {
+            return encode_f32(logits);
+        }
+        let mut out = Vec::new();
+        for (v, section) in logits.chunks_exact(rows.max(1)).enumerate() {
+            let answer = match self {
+                Form::Logits => unreachable!("handled above"),
+                Form::TopK { k, temperature } => {
+                    TopK::compute_at(section, row_start, *k, *temperature)
+                }
+                Form::Sample { temperature, seed } => {
+                    slice_winner(section, row_start, *temperature, *seed, v as u32)
+                }
+                Form::Tokens {
+                    tokens,
+                    temperature,
+                } => TopK {
+                    max_logit: section.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+                    log_sum_exp: log_sum_exp(section, *temperature) as f32,
+                    entries: tokens
+                        .iter()
+                        .filter_map(|&id| {
+                            let row = id.checked_sub(row_start)? as usize;
+                            section.get(row).map(|&z| (id, z))
+                        })
+                        .collect(),
+                },
+            };
+            answer.encode_into(&mut out);
+        }
+        out
+    }
+
+    /// The query that asks for this form (empty for all logits); [`Form::parse`] reads it back.
+    pub fn query(&self) -> String {
+        match self {
+            Form::Logits => String::new(),
+            Form::TopK { k, temperature } => format!("top_k={k}&temperature={temperature}"),
+            Form::Sample { temperature, seed } => format!("temperature={temperature}&seed={seed}"),
+            Form::Tokens {
+                tokens,
+                temperature,
+            } => {
+                let ids: Vec<String> = tokens.iter().map(u32::to_string).collect();
+                format!("tokens={}&temperature={temperature}", ids.join(","))
+            }
+        }
+    }
+
+    /// The value of the `X-Reply` header naming the form.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Form::Logits => "logits",
+            Form::TopK { .. } => "top_k",
+            Form::Sample { .. } => "sample",
+            Form::Tokens { .. } => "tokens",
+        }
+    }
+}
+
+fn parse_temperature(value: &str) -> Result<f32, FormError> {
+    match value.parse::<f32>() {
+        Ok(t) if t > 0.0 && t <= MAX_TEMPERATURE => Ok(t),
+        _ => Err(refuse(
+            "bad_temperature",
+            format!("temperature must be a number in (0, {MAX_TEMPERATURE}], not {value:?}"),
+        )),
+    }
+}
+
+/// `ID,ID,…`: 1 to [`MAX_TOP_K`] token ids.
+fn parse_tokens(value: &str) -> Result<Vec<u32>, FormError> {
+    let ids: Result<Vec<u32>, _> = value.split(',').map(str::parse).collect();
+    match ids {
+        Ok(ids) if (1..=MAX_TOP_K).contains(&ids.len()) => Ok(ids),
+        _ => Err(refuse(
+            "bad_tokens",
+            format!("tokens must be 1 to {MAX_TOP_K} comma-separated token ids"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(query: &str) -> Result<Form, FormError> {
+        Form::parse(
+            query
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| p.split_once('=').unwrap_or((p, ""))),
+        )
+    }
+
+    #[test]
+    fn queries_choose_one_form() {
+        assert_eq!(parse(""), Ok(Form::Logits));
+        assert_eq!(parse("precision=int8"), Ok(Form::Logits));
+        assert_eq!(
+            parse("top_k=5"),
+            Ok(Form::TopK {
+                k: 5,
+                temperature: 1.0
+            })
+        );
+        assert_eq!(
+            parse("top_k=5&temperature=0.5"),
+            Ok(Form::TopK {
+                k: 5,
+                temperature: 0.5
+            })
+        );
+        assert_eq!(
+            parse("temperature=2&seed=18446744073709551615"),
+            Ok(Form::Sample {
+                temperature: 2.0,
+                seed: u64::MAX
+            })
+        );
+        assert_eq!(
+            parse("tokens=3,1,4"),
+            Ok(Form::Tokens {
+                tokens: vec![3, 1, 4],
+                temperature: 1.0
+            })
+        );
+    }
+
+    #[test]
+    fn a_form_reads_back_from_its_query() {
+        for form in [
+            Form::Logits,
+            Form::TopK {
+                k: 7,
+                temperature: 0.3,
+            },
+            Form::Sample {
+                temperature: 1.0e-3,
+                seed: u64::MAX,
+            },
+            Form::Tokens {
+                tokens: vec![0, 262_143],
+                temperature: 2.5,
+            },
+        ] {
+            assert_eq!(parse(&form.query()), Ok(form));
+        }
+    }
+
+    #[test]
+    fn bad_queries_name_their_parameter() {
+        for (query, code) in [
+            ("top_k=0", "bad_top_k"),
+            ("top_k=5&top_k=6", "bad_query"),
+            ("temperature=0&seed=1", "bad_temperature"),
+            ("temperature=-1&seed=1", "bad_temperature"),
+            ("temperature=NaN&seed=1", "bad_temperature"),
+            ("temperature=inf&seed=1", "bad_temperature"),
+            ("temperature=1001&seed=1", "bad_temperature"),
+            ("temperature=1&seed=-1", "bad_seed"),
+            ("temperature=1", "bad_query"),
+            ("seed=1", "bad_query"),
+            ("top_k=5&seed=1&temperature=1", "bad_query"),
+            ("tokens=5&top_k=1", "bad_query"),
+            ("tokens=", "bad_tokens"),
+            ("tokens=1,,2", "bad_tokens"),
+            ("tokens=4294967296", "bad_tokens"),
+        ] {
+            assert_eq!(parse(query).map_err(|e| e.code), Err(code), "{query}");
+        }
+        let many = vec!["1"; MAX_TOP_K + 1].join(",");
+        assert_eq!(
+            parse(&format!("tokens={many}")).map_err(|e| e.code),
+            Err("bad_tokens")
+        );
+    }
+
+    #[test]
+    fn token_sections_hold_the_asked_tokens_of_the_slice_in_order() {
+        let logits = [0.5f32, 1.0, 2.0, 8.0, 9.0, 7.0]; // two vectors of three rows
+        let form = Form::Tokens {
+            tokens: vec![12, 99, 10],
+            temperature: 1.0,
+        };
+        let got = TopK::decode_all(&form.encode(&logits, 3, 10)).unwrap();
+        assert_eq!(got[0].entries, vec![(12, 2.0), (10, 0.5)]);
+        assert_eq!(got[1].entries, vec![(12, 7.0), (10, 8.0)]);
+        assert_eq!(got[1].max_logit, 9.0);
+    }
+
+    #[test]
+    fn top_k_at_temperature_one_is_the_plain_top_k() {
+        let logits = [0.5f32, 3.0, -1.0, 3.0, 2.0];
+        let mut plain = Vec::new();
+        TopK::compute(&logits, 7, 2).encode_into(&mut plain);
+        assert_eq!(
+            Form::TopK {
+                k: 2,
+                temperature: 1.0
+            }
+            .encode(&logits, 5, 7),
+            plain
+        );
+        let hot = TopK::decode_all(
+            &Form::TopK {
+                k: 2,
+                temperature: 2.0,
+            }
+            .encode(&logits, 5, 7),
+        )
+        .unwrap();
+        let want = logits
+            .iter()
+            .map(|&z| (f64::from(z) / 2.0).exp())
+            .sum::<f64>()
+            .ln();
+        assert!((f64::from(hot[0].log_sum_exp) - want).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,352 @@
+//! Exact sampling across shards against one machine with all the logits.
+//!
+//! The references here are written out plainly over the full logits (sort the vocabulary, cut
+//! the filters' prefix, take the best Gumbel score); they share with the library only the noise
+//! (`sampling::score`, the definition of the sample) and nothing of its merges. The chi-square
+//! tests check the noise itself: thousands of seeded draws against `softmax(z/T)` over the kept
+//! tokens, and a deliberately wrong sampler that the same test must reject.
+
+use cobordism_protocol::sampling::{
+    merge_top_k, merge_winners, sample, score, Part, Sampled, Sampling, Undecided,
+};
+use cobordism_protocol::{Form, TopK};
+
+/// Deterministic logits with ties and a few repeated values (splitmix64 → [-8, 8) in 1/64 steps).
+fn logits(vocab: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed;
+    (0..vocab)
+        .map(|_| {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            ((z >> 54) as f32 - 512.0) / 64.0
+        })
+        .collect()
+}
+
+/// Row ranges of `vocab` cut into `shards` nearly equal slices.
+fn cuts(vocab: usize, shards: usize) -> Vec<(usize, usize)> {
+    (0..shards)
+        .map(|s| (vocab * s / shards, vocab * (s + 1) / shards))
+        .collect()
+}
+
+/// What each shard answers for vector `v` in `form`.
+fn answers(all: &[f32], shards: usize, form: &Form) -> Vec<(TopK, usize)> {
+    cuts(all.len(), shards)
+        .into_iter()
+        .map(|(a, b)| {
+            let bytes = form.encode(&all[a..b], b - a, a as u32);
+            let mut sections = TopK::decode_all(&bytes).unwrap();
+            assert_eq!(sections.len(), 1);
+            (sections.remove(0), b - a)
+        })
+        .collect()
+}
+
+/// The reference's kept tokens: sort all tokens (logit down, id up), cut top-k, top-p, min-p.
+fn kept(all: &[f32], s: &Sampling) -> Vec<u32> {
+    let t = f64::from(s.temperature);
+    let mut order: Vec<u32> = (0..all.len() as u32).collect();
+    order.sort_by(|&a, &b| all[b as usize].total_cmp(&all[a as usize]).then(a.cmp(&b)));
+    let lse = |ids: &[u32]| {
+        let m = ids
+            .iter()
+            .map(|&i| f64::from(all[i as usize]) / t)
+            .fold(f64::MIN, f64::max);
+        m + ids
+            .iter()
+            .map(|&i| (f64::from(all[i as usize]) / t - m).exp())
+            .sum::<f64>()
+            .ln()
+    };
+    let mut keep = order.len();
+    if let Some(k) = s.top_k {
+        keep = keep.min(k);
+    }
+    if let Some(p) = s.top_p {
+        let norm = lse(&order[..keep]);
+        let mut mass = 0.0;
+        for (i, &id) in order[..keep].iter().enumerate() {
+            mass += (f64::from(all[id as usize]) / t - norm).exp();
+            if mass >= p {
+                keep = i + 1;
+                break;
+            }
+        }
+    }
+    if let Some(m) = s.min_p {
+        let top = f64::from(all[order[0] as usize]);
+        keep = order[..keep]
+            .iter()
+            .take_while(|&&id| (f64::from(all[id as usize]) - top) / t >= m.ln())
+            .count();
+    }
+    order.truncate(keep);
+    order
+}
+
+/// The reference sample: the best score among the kept tokens.
+fn reference(all: &[f32], s: &Sampling, v: u32) -> u32 {
+    let kept = kept(all, s);
+    let mut best = kept[0];
+    for &id in &kept {
+        let (a, b) = (
+            score(all[id as usize], s.temperature, s.seed, v, id),
+            score(all[best as usize], s.temperature, s.seed, v, best),
+        );
+        if a > b || (a == b && id < best) {
+            best = id;
+        }
+    }
+    best
+}
+
+/// The sharded path: the shards' winners for plain sampling, their top-K otherwise.
+fn sharded(all: &[f32], shards: usize, s: &Sampling, k: usize) -> Result<Sampled, Undecided> {
+    if !s.filtered() {
+        let form = Form::Sample {
+            temperature: s.temperature,
+            seed: s.seed,
+        };
+        let winners: Vec<TopK> = answers(all, shards, &form)
+            .into_iter()
+            .map(|a| a.0)
+            .collect();
+        return Ok(merge_winners(&winners, s, 0).unwrap());
+    }
+    let form = Form::TopK {
+        k,
+        temperature: s.temperature,
+    };
+    let got = answers(all, shards, &form);
+    let parts: Vec<Part> = got
+        .iter()
+        .map(|(section, rows)| Part {
+            section,
+            rows: *rows,
+        })
+        .collect();
+    sample(&parts, s, 0)
+}
+
+#[test]
+fn plain_sampling_picks_the_one_machine_token_for_8_and_12_shards() {
+    let all = logits(5000, 1);
+    for t in [0.3, 1.0, 2.0] {
+        for seed in 0..200 {
+            let s = Sampling::plain(t, seed);
+            let want = reference(&all, &s, 0);
+            for shards in [1, 8, 12] {
+                let got = sharded(&all, shards, &s, 0).unwrap();
+                assert_eq!(got.token, want, "T {t}, seed {seed}, {shards} shards");
+                assert_eq!(got.logit, all[want as usize]);
+            }
+        }
+    }
+}
+
+#[test]
+fn filtered_sampling_picks_the_one_machine_token_or_says_it_cannot() {
+    let all = logits(3000, 2);
+    let filters = [
+        (Some(1), None, None),
+        (Some(40), None, None),
+        (None, Some(0.5), None),
+        (None, Some(0.9), None),
+        (None, None, Some(0.05)),
+        (Some(50), Some(0.8), Some(0.01)),
+    ];
+    let mut undecided = 0;
+    for (top_k, top_p, min_p) in filters {
+        for t in [0.3, 1.0, 2.0] {
+            for seed in 0..40 {
+                let s = Sampling {
+                    temperature: t,
+                    seed,
+                    top_k,
+                    top_p,
+                    min_p,
+                };
+                let want = reference(&all, &s, 0);
+                for shards in [8, 12] {
+                    for k in [64, 1024] {
+                        match sharded(&all, shards, &s, k) {
+                            Ok(got) => assert_eq!(got.token, want, "{s:?}, {shards} shards, K {k}"),
+                            Err(_) => undecided += 1,
+                        }
+                    }
+                    let full = sharded(&all, shards, &s, 1024).expect("K covers each slice");
+                    assert_eq!(full.token, want);
+                }
+            }
+        }
+    }
+    assert!(
+        undecided > 0,
+        "some setting needs more than K = 64 (the Undecided path is tested)"
+    );
+}
+
+#[test]
+fn an_undecidable_nucleus_is_refused_not_truncated() {
+    // Nearly flat: p = 0.9 needs thousands of tokens, each shard sends 16.
+    let flat: Vec<f32> = (0..4096).map(|i| -(i as f32) * 1e-4).collect();
+    let s = Sampling {
+        top_p: Some(0.9),
+        ..Sampling::plain(1.0, 7)
+    };
+    let e = sharded(&flat, 8, &s, 16).unwrap_err();
+    assert!(e.0.contains("top-p"), "{e}");
+    let plain_from_top_k = {
+        let got = answers(
+            &flat,
+            8,
+            &Form::TopK {
+                k: 16,
+                temperature: 1.0,
+            },
+        );
+        let parts: Vec<Part> = got
+            .iter()
+            .map(|(section, rows)| Part {
+                section,
+                rows: *rows,
+            })
+            .collect();
+        sample(&parts, &Sampling::plain(1.0, 7), 0)
+    };
+    assert!(
+        plain_from_top_k.is_err(),
+        "plain sampling needs every token"
+    );
+}
+
+#[test]
+fn merged_top_k_is_the_top_k_of_all_logits_bit_for_bit() {
+    let all = logits(10_000, 3);
+    let whole = TopK::compute(&all, 0, 100);
+    for shards in [8, 12] {
+        let got = answers(
+            &all,
+            shards,
+            &Form::TopK {
+                k: 100,
+                temperature: 1.0,
+            },
+        );
+        let sections: Vec<&TopK> = got.iter().map(|a| &a.0).collect();
+        let merged = merge_top_k(&sections, 100);
+        let bits = |e: &[(u32, f32)]| e.iter().map(|(i, z)| (*i, z.to_bits())).collect::<Vec<_>>();
+        assert_eq!(bits(&merged), bits(&whole.entries), "{shards} shards");
+    }
+}
+
+/// Pearson's chi-square of `counts` against probabilities `p`.
+fn chi_square(counts: &[u32], p: &[f64]) -> f64 {
+    let n: u32 = counts.iter().sum();
+    counts
+        .iter()
+        .zip(p)
+        .map(|(&c, &p)| {
+            let e = f64::from(n) * p;
+            (f64::from(c) - e).powi(2) / e
+        })
+        .sum()
+}
+
+/// The 0.1 % critical value of chi-square with `df` degrees of freedom (Wilson–Hilferty).
+fn critical(df: usize) -> f64 {
+    let d = df as f64;
+    let z = 3.090_232; // the 99.9 % normal quantile
+    d * (1.0 - 2.0 / (9.0 * d) + z * (2.0 / (9.0 * d)).sqrt()).powi(3)
+}
+
+/// Draws `n` seeded samples of a 12-token vocabulary through 3 shards and returns the counts
+/// and the expected probabilities of the kept tokens (zero elsewhere, those tokens left out).
+fn draws(s: Sampling, n: u64, wrong: bool) -> (Vec<u32>, Vec<f64>) {
+    let all: Vec<f32> = vec![
+        2.0, 1.5, 1.5, 1.0, 0.7, 0.5, 0.2, 0.0, -0.3, -1.0, -1.5, -2.0,
+    ];
+    let t = f64::from(s.temperature);
+    let mut counts = vec![0u32; all.len()];
+    for seed in 0..n {
+        let s = Sampling { seed, ..s };
+        let token = if wrong {
+            // A plausible bug: the temperature applied twice.
+            let s2 = Sampling {
+                temperature: s.temperature * s.temperature,
+                ..s
+            };
+            sharded(&all, 3, &s2, 4).unwrap().token
+        } else {
+            sharded(&all, 3, &s, 4).unwrap().token
+        };
+        counts[token as usize] += 1;
+    }
+    // Expected: softmax(z/T) over the tokens the reference keeps.
+    let kept: Vec<usize> = kept(&all, &s).into_iter().map(|i| i as usize).collect();
+    let z: f64 = kept.iter().map(|&i| (f64::from(all[i]) / t).exp()).sum();
+    let p = (0..all.len())
+        .map(|i| {
+            if kept.contains(&i) {
+                (f64::from(all[i]) / t).exp() / z
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    (counts, p)
+}
+
+fn chi_square_of(s: Sampling, wrong: bool) -> (f64, f64) {
+    let (counts, p) = draws(s, 20_000, wrong);
+    let (c, q): (Vec<u32>, Vec<f64>) = counts
+        .iter()
+        .zip(&p)
+        .filter(|(_, &p)| p > 0.0)
+        .map(|(c, p)| (*c, *p))
+        .unzip();
+    assert_eq!(
+        counts.iter().sum::<u32>(),
+        c.iter().sum::<u32>(),
+        "a token outside the kept set was drawn"
+    );
+    (chi_square(&c, &q), critical(c.len() - 1))
+}
+
+#[test]
+fn chi_square_accepts_the_sampled_distributions() {
+    let plain = Sampling::plain(1.5, 0);
+    for s in [
+        plain,
+        Sampling {
+            top_k: Some(4),
+            ..plain
+        },
+        Sampling {
+            top_p: Some(0.6),
+            ..plain
+        },
+        Sampling {
+            min_p: Some(0.3),
+            ..plain
+        },
+    ] {
+        let (x, limit) = chi_square_of(s, false);
+        eprintln!("{s:?}: chi-square {x:.1} (limit {limit:.1})");
+        assert!(x < limit, "{s:?}: chi-square {x:.1} ≥ {limit:.1}");
+    }
+}
+
+#[test]
+fn chi_square_rejects_a_wrong_sampler() {
+    let (x, limit) = chi_square_of(Sampling::plain(1.5, 0), true);
+    eprintln!("wrong sampler: chi-square {x:.1} (limit {limit:.1})");
+    assert!(
+        x > limit,
+        "the wrong sampler passed: chi-square {x:.1} < {limit:.1}"
+    );
+}
