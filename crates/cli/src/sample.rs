@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use anyhow::{ensure, Result};
 use clap::{ArgGroup, Args as ClapArgs};
 use cobordism_protocol::sampling::{
-    logprobs, merge_log_sum_exp, merge_top_k, merge_winners, sample, Part, Sampled, Sampling,
+    logprobs, merge_log_sum_exp, merge_top_k, merge_winners, sample, sample_all, Part, Sampled,
+    Sampling,
 };
 use cobordism_protocol::{Form, Manifest, TopK, MAX_TOP_K};
 
@@ -166,12 +167,7 @@ fn draw(
     let (replies, timings) = source.ask(manifest, hidden, &Form::Logits)?;
     show(timings.as_deref());
     let all = assemble(manifest, replies);
-    let whole = TopK::compute_at(&all, 0, all.len(), s.temperature);
-    let part = Part {
-        section: &whole,
-        rows: all.len(),
-    };
-    let sampled = sample(&[part], s, 0).map_err(anyhow::Error::msg)?;
+    let sampled = sample_all(&all, s, 0).map_err(anyhow::Error::msg)?;
     Ok((
         sampled,
         format!("from all logits: the top-{MAX_TOP_K} could not decide ({why})"),

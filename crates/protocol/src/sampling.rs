@@ -301,6 +301,17 @@ pub fn sample(parts: &[Part<'_>], s: &Sampling, vector: u32) -> Result<Sampled, 
     })
 }
 
+/// Samples from all the logits of vector `vector` (`logits[i]` is token `i`): the fallback when
+/// the shards' top-K cannot decide the filters.
+pub fn sample_all(logits: &[f32], s: &Sampling, vector: u32) -> Result<Sampled, Undecided> {
+    let whole = TopK::compute_at(logits, 0, logits.len(), s.temperature);
+    let part = Part {
+        section: &whole,
+        rows: logits.len(),
+    };
+    sample(&[part], s, vector)
+}
+
 /// [`log_sum_exp`] of the logits of `entries`.
 fn log_sum_exp_of(entries: &[(u32, f32)], temperature: f32) -> f64 {
     let logits: Vec<f32> = entries.iter().map(|e| e.1).collect();

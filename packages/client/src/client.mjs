@@ -1,0 +1,296 @@
+// @cobordism/client: one call per decoding step to the shards of a cobordism lm-head.
+//
+// A shard answers POST /cobordism-lm-head with its slice's logits or, per hidden vector, a small
+// section (docs/API.md): its top-K, its Gumbel-max winner, or the logits of asked tokens, each
+// with its log-sum-exp. This client fans the request out to every shard in parallel, retries
+// what can be retried (network errors, timeouts, 429 and 5xx, after the shard's Retry-After),
+// checks that the answers tile the vocabulary (shard i at index i, rows contiguous from 0) and
+// come from one manifest version, and merges them with the Rust code of
+// cobordism_protocol::sampling compiled to wasm (../dist), so its results are the Rust CLI's bits.
+import * as math from "../dist/client_js.js";
+
+const ROUTE = "/cobordism-lm-head";
+const MAX_BATCH = 8;
+const MAX_TOP_K = 1024;
+const FIRST_TOP_K = 64;
+
+/** A failure of one shard, or of the answers taken together. */
+export class ShardError extends Error {
+  constructor(message, { shard, url, status, code } = {}) {
+    super(message);
+    this.name = "ShardError";
+    Object.assign(this, { shard, url, status, code });
+  }
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Hidden vectors as one body: a Float32Array (one vector) or an array of them (a batch). */
+function body(hidden) {
+  const batch = Array.isArray(hidden);
+  const vectors = batch ? hidden : [hidden];
+  if (vectors.length < 1 || vectors.length > MAX_BATCH) throw new RangeError(`1 to ${MAX_BATCH} hidden vectors, not ${vectors.length}`);
+  const n = vectors[0].length;
+  for (const v of vectors) {
+    if (!(v instanceof Float32Array) || v.length !== n || n === 0) throw new TypeError("hidden vectors must be Float32Arrays of one non-zero length");
+  }
+  const out = new Float32Array(n * vectors.length);
+  vectors.forEach((v, i) => out.set(v, i * n));
+  return { bytes: new Uint8Array(out.buffer), n: vectors.length, batch };
+}
+
+/** Splits a section-form body into its `n` sections. */
+function splitSections(bytes, n) {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = [];
+  let at = 0;
+  for (let v = 0; v < n; v++) {
+    if (at + 12 > bytes.length) throw new Error(`section ${v} is missing`);
+    const len = 12 + 8 * view.getUint32(at, true);
+    if (at + len > bytes.length) throw new Error(`section ${v} is truncated`);
+    out.push(bytes.subarray(at, at + len));
+    at += len;
+  }
+  if (at !== bytes.length) throw new Error(`${bytes.length - at} bytes after ${n} sections`);
+  return out;
+}
+
+/** Concatenates byte arrays. */
+function concat(parts) {
+  const out = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/** `[token, logit, logprob]` from the wasm as an object. */
+const sampled = ([token, logit, logprob]) => ({ token, logit, logprob });
+
+function u64(seed) {
+  const s = BigInt(seed);
+  if (s < 0n || s >= 1n << 64n) throw new RangeError(`seed must be an integer from 0 to 2^64 - 1, not ${seed}`);
+  return s;
+}
+
+export class LmHeadClient {
+  /**
+   * @param {object} o
+   * @param {string[]} [o.endpoints] shard base URLs, shard i at index i
+   * @param {{fetch: Function}[]} [o.fetchers] or service bindings (or any object with `fetch`), shard i at index i
+   * @param {string} [o.token] the shards' bearer token
+   * @param {string} [o.manifestVersion] refuse answers from any other version
+   * @param {number} [o.timeoutMs=30000] per request
+   * @param {number} [o.retries=4] per shard, after the first attempt
+   * @param {Function} [o.fetch=globalThis.fetch] with `endpoints`
+   */
+  constructor({ endpoints, fetchers, token, manifestVersion, timeoutMs = 30_000, retries = 4, fetch = globalThis.fetch } = {}) {
+    if (!!endpoints === !!fetchers) throw new TypeError("give endpoints or fetchers (one per shard)");
+    const list = endpoints ?? fetchers;
+    if (!Array.isArray(list) || list.length === 0) throw new TypeError("endpoints/fetchers must be a non-empty array");
+    this.shards = list.map((s, i) => {
+      if (endpoints) {
+        if (!/^https?:\/\//.test(s)) throw new TypeError(`endpoint ${i}: expected an http(s) URL, not ${s}`);
+        return { url: `${s.replace(/\/+$/, "")}${ROUTE}`, fetch: (url, init) => fetch(url, init) };
+      }
+      if (typeof s?.fetch !== "function") throw new TypeError(`fetcher ${i} has no fetch method`);
+      return { url: `https://shard-${i}${ROUTE}`, fetch: (url, init) => s.fetch(url, init) };
+    });
+    Object.assign(this, { token, manifestVersion, timeoutMs, retries });
+  }
+
+  /**
+   * One token per hidden vector, drawn exactly from softmax(z / temperature) narrowed by topK,
+   * topP, minP (0 or absent: off); temperature 0 is greedy. The same seed gives the same token
+   * for any number of shards. Use one seed per decoding step.
+   * @returns {Promise<{token: number, logit: number, logprob: number} | Array<...>>}
+   */
+  async sample(hidden, { temperature = 1, topK = 0, topP = 0, minP = 0, seed = 0 } = {}) {
+    const b = body(hidden);
+    let out;
+    if (temperature === 0) {
+      const tops = await this.topK(hidden, 1);
+      const greedy = (t) => ({ ...t.entries[0] });
+      return b.batch ? tops.map(greedy) : greedy(tops);
+    }
+    const s = u64(seed);
+    if (!topK && !topP && !minP) {
+      const answers = await this.#ask(`temperature=${temperature}&seed=${s}`, b);
+      out = this.#perVector(answers, b.n, (bytes, v) => sampled(math.mergeWinners(bytes, answers.length, temperature, s, v)));
+      return b.batch ? out : out[0];
+    }
+    out = new Array(b.n);
+    let pending = [...out.keys()];
+    for (const k of [Math.min(MAX_TOP_K, Math.max(FIRST_TOP_K, topK)), MAX_TOP_K]) {
+      const answers = await this.#ask(`top_k=${k}&temperature=${temperature}`, b);
+      const rows = Uint32Array.from(answers, (a) => a.rows);
+      const sections = answers.map((a) => splitSections(a.body, b.n));
+      pending = pending.filter((v) => {
+        try {
+          out[v] = sampled(math.sample(concat(sections.map((s) => s[v])), rows, temperature, s, topK, topP, minP, v));
+          return false;
+        } catch (e) {
+          if (!String(e.message).startsWith("undecided:")) throw e;
+          return true;
+        }
+      });
+      if (pending.length === 0 || k === MAX_TOP_K) break;
+    }
+    if (pending.length > 0) {
+      const all = await this.logits(hidden);
+      const vectors = b.batch ? all : [all];
+      for (const v of pending) out[v] = sampled(math.sampleAll(vectors[v], temperature, s, topK, topP, minP, v));
+    }
+    return b.batch ? out : out[0];
+  }
+
+  /**
+   * The k most likely tokens (k ≤ 1024) with logits and log-probabilities over the whole
+   * vocabulary; ties by token id.
+   * @returns {Promise<{entries: {token: number, logit: number, logprob: number}[], logSumExp: number} | Array<...>>}
+   */
+  async topK(hidden, k) {
+    if (!Number.isInteger(k) || k < 1 || k > MAX_TOP_K) throw new RangeError(`k must be an integer from 1 to ${MAX_TOP_K}`);
+    const b = body(hidden);
+    const answers = await this.#ask(`top_k=${k}&temperature=1`, b);
+    const out = this.#perVector(answers, b.n, (bytes) => {
+      const merged = math.mergeTopK(bytes, answers.length, k);
+      const lse = math.logSumExp(bytes, answers.length);
+      const view = new DataView(merged.buffer, merged.byteOffset, merged.byteLength);
+      const entries = [];
+      for (let e = 0; e < view.getUint32(0, true); e++) {
+        const token = view.getUint32(12 + 8 * e, true);
+        const logit = view.getFloat32(16 + 8 * e, true);
+        entries.push({ token, logit, logprob: logit - lse });
+      }
+      return { entries, logSumExp: lse };
+    });
+    return b.batch ? out : out[0];
+  }
+
+  /**
+   * log p(token) at `temperature` (default 1) for each of `tokens`, in the order given.
+   * @returns {Promise<number[] | number[][]>}
+   */
+  async logprobs(hidden, tokens, { temperature = 1 } = {}) {
+    if (!Array.isArray(tokens) || tokens.length < 1 || tokens.length > MAX_TOP_K || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32)) {
+      throw new RangeError(`tokens must be 1 to ${MAX_TOP_K} token ids`);
+    }
+    const b = body(hidden);
+    const answers = await this.#ask(`tokens=${tokens.join(",")}&temperature=${temperature}`, b);
+    const out = this.#perVector(answers, b.n, (bytes) => {
+      const lp = Array.from(math.logprobs(bytes, answers.length, Uint32Array.from(tokens), temperature));
+      lp.forEach((l, i) => {
+        if (Number.isNaN(l)) throw new ShardError(`token ${tokens[i]} is outside the vocabulary the shards serve`);
+      });
+      return lp;
+    });
+    return b.batch ? out : out[0];
+  }
+
+  /** All logits (for debugging: 4 bytes per token per vector). @returns {Promise<Float32Array | Float32Array[]>} */
+  async logits(hidden) {
+    const b = body(hidden);
+    const answers = await this.#ask("", b);
+    const vocab = answers.reduce((s, a) => s + a.rows, 0);
+    const out = [];
+    for (let v = 0; v < b.n; v++) {
+      const all = new Float32Array(vocab);
+      for (const a of answers) {
+        if (a.body.length !== 4 * a.rows * b.n) throw new ShardError(`shard ${a.shard}: ${a.body.length} bytes for ${b.n} × ${a.rows} logits`, { shard: a.shard, url: a.url });
+        const bytes = a.body.slice(4 * a.rows * v, 4 * a.rows * (v + 1));
+        all.set(new Float32Array(bytes.buffer), a.rowStart);
+      }
+      out.push(all);
+    }
+    return b.batch ? out : out[0];
+  }
+
+  /** Per vector: the shards' sections of that vector concatenated, through `f(bytes, v)`. */
+  #perVector(answers, n, f) {
+    const sections = answers.map((a) => {
+      try {
+        return splitSections(a.body, n);
+      } catch (e) {
+        throw new ShardError(`shard ${a.shard} (${a.url}): ${e.message}`, { shard: a.shard, url: a.url });
+      }
+    });
+    return Array.from({ length: n }, (_, v) => f(concat(sections.map((s) => s[v])), v));
+  }
+
+  /** Every shard's answer; retried as a whole while shards disagree on the version (an update). */
+  async #ask(query, b) {
+    for (let round = 0; ; round++) {
+      const answers = await Promise.all(this.shards.map((s, i) => this.#askShard(i, query, b)));
+      const versions = new Set(answers.map((a) => a.version));
+      if (versions.size > 1 && round < this.retries) {
+        await sleep(500 * 2 ** round);
+        continue;
+      }
+      this.#check(answers, b.n);
+      return answers;
+    }
+  }
+
+  #check(answers, n) {
+    let next = 0;
+    const first = answers[0].version;
+    for (const a of answers) {
+      const where = { shard: a.shard, url: a.url };
+      if (a.index !== a.shard) throw new ShardError(`shard ${a.shard} (${a.url}) says it is shard ${a.index}`, where);
+      if (a.rowStart !== next) throw new ShardError(`shard ${a.shard} (${a.url}) serves rows from ${a.rowStart}, expected ${next}`, where);
+      if (a.batch !== n) throw new ShardError(`shard ${a.shard} (${a.url}) answered ${a.batch} vectors, asked ${n}`, where);
+      if (this.manifestVersion && a.version !== this.manifestVersion) {
+        throw new ShardError(`shard ${a.shard} (${a.url}) serves manifest version ${a.version}, expected ${this.manifestVersion}`, where);
+      }
+      if (a.version !== first) throw new ShardError(`shard ${a.shard} (${a.url}) serves manifest version ${a.version}, shard 0 serves ${first}`, where);
+      next += a.rows;
+    }
+  }
+
+  async #askShard(i, query, b) {
+    const shard = this.shards[i];
+    const url = query ? `${shard.url}?${query}` : shard.url;
+    const headers = { "Content-Type": "application/octet-stream" };
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    for (let attempt = 0; ; attempt++) {
+      let failure;
+      let wait = 200 * 2 ** attempt;
+      try {
+        const r = await shard.fetch(url, { method: "POST", body: b.bytes, headers, signal: AbortSignal.timeout(this.timeoutMs) });
+        if (r.ok) {
+          const h = (name) => r.headers.get(name);
+          return {
+            shard: i,
+            url,
+            index: Number(h("x-shard-index")),
+            rowStart: Number(h("x-row-start")),
+            rows: Number(h("x-row-count")),
+            batch: Number(h("x-batch")),
+            version: h("x-manifest-version"),
+            body: new Uint8Array(await r.arrayBuffer()),
+          };
+        }
+        const text = await r.text();
+        let code;
+        try {
+          code = JSON.parse(text).error;
+        } catch {}
+        failure = new ShardError(`shard ${i} (${url}): HTTP ${r.status}${code ? ` ${code}` : ""}: ${text.slice(0, 300)}`, { shard: i, url, status: r.status, code });
+        if (r.status !== 429 && r.status < 500) throw failure;
+        const after = Number(r.headers.get("retry-after"));
+        if (Number.isFinite(after) && after >= 0 && r.headers.has("retry-after")) wait = Math.min(after * 1000, 30_000);
+      } catch (e) {
+        if (e instanceof ShardError && e.status && e.status !== 429 && e.status < 500) throw e;
+        failure ??= new ShardError(`shard ${i} (${url}): ${e.name === "TimeoutError" ? `no answer in ${this.timeoutMs} ms` : e.message}`, { shard: i, url });
+      }
+      if (attempt >= this.retries) {
+        failure.message += ` (after ${attempt + 1} attempts)`;
+        throw failure;
+      }
+      await sleep(wait);
+    }
+  }
+}

@@ -1,0 +1,66 @@
+// Types of @cobordism/client (src/client.mjs).
+
+/** A sampled token: its id, logit and log-probability under the distribution sampled from. */
+export interface Sampled {
+  token: number;
+  logit: number;
+  logprob: number;
+}
+
+/** The merged top-k of one hidden vector, best first (ties by token id). */
+export interface TopK {
+  entries: Sampled[];
+  /** ln Σ exp(z) over the whole vocabulary. */
+  logSumExp: number;
+}
+
+export interface SampleOptions {
+  /** 0 is greedy decoding; default 1. */
+  temperature?: number;
+  /** Keep the k most likely tokens (0: off). */
+  topK?: number;
+  /** Keep the smallest head whose probability reaches p (0: off). */
+  topP?: number;
+  /** Keep tokens at least minP times as likely as the most likely (0: off). */
+  minP?: number;
+  /** The noise seed, one per decoding step; default 0. */
+  seed?: number | bigint;
+}
+
+export interface ClientOptions {
+  /** Shard base URLs, shard i at index i. */
+  endpoints?: string[];
+  /** Or service bindings (anything with `fetch`), shard i at index i. */
+  fetchers?: { fetch(input: string, init?: RequestInit): Promise<Response> }[];
+  /** The shards' bearer token. */
+  token?: string;
+  /** Refuse answers from any other manifest version. */
+  manifestVersion?: string;
+  /** Per request; default 30000. */
+  timeoutMs?: number;
+  /** Per shard after the first attempt; default 4. */
+  retries?: number;
+  /** The fetch used with `endpoints`; default globalThis.fetch. */
+  fetch?: (input: string, init?: RequestInit) => Promise<Response>;
+}
+
+/** A failure naming the shard and its URL (and the HTTP status and error code, when there was an answer). */
+export class ShardError extends Error {
+  shard?: number;
+  url?: string;
+  status?: number;
+  code?: string;
+}
+
+export class LmHeadClient {
+  constructor(options: ClientOptions);
+  /** One token per hidden vector (a Float32Array, or an array of up to 8 of them). */
+  sample(hidden: Float32Array, options?: SampleOptions): Promise<Sampled>;
+  sample(hidden: Float32Array[], options?: SampleOptions): Promise<Sampled[]>;
+  topK(hidden: Float32Array, k: number): Promise<TopK>;
+  topK(hidden: Float32Array[], k: number): Promise<TopK[]>;
+  logprobs(hidden: Float32Array, tokens: number[], options?: { temperature?: number }): Promise<number[]>;
+  logprobs(hidden: Float32Array[], tokens: number[], options?: { temperature?: number }): Promise<number[][]>;
+  logits(hidden: Float32Array): Promise<Float32Array>;
+  logits(hidden: Float32Array[]): Promise<Float32Array[]>;
+}

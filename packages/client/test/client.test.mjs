@@ -1,0 +1,121 @@
+// @cobordism/client in Node against eight local shards (workerd through Miniflare, local R2):
+// its samples, top-K and log-probabilities equal the Rust CLI's (`cobordism … --local`), and it
+// survives a slow shard and a shard that answers 503 before it recovers, and refuses answers
+// from another manifest version, from a shard at the wrong index, or with the wrong token.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { startShards } from "../../../worker/local.mjs";
+import { CLI, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
+import { LmHeadClient, ShardError } from "../src/node.mjs";
+
+const HIDDEN = 256;
+let model, other, shards, others, hidden, hiddenFile;
+
+before(async () => {
+  model = makeModel({ type: "q6_k", hidden: HIDDEN, vocab: 6000, shards: 8, seed: 80 });
+  other = makeModel({ type: "q6_k", hidden: HIDDEN, vocab: 6000, shards: 8, seed: 81 });
+  shards = await startShards({ shards: 8, authToken: TOKEN });
+  await seed(await shards.bucket(), model);
+  others = await startShards({ shards: 8, authToken: TOKEN });
+  await seed(await others.bucket(), other);
+  const bytes = hiddenBytes(HIDDEN, 9);
+  hidden = new Float32Array(bytes.buffer);
+  hiddenFile = join(tempDir("hidden"), "h.f32");
+  writeFileSync(hiddenFile, bytes);
+});
+
+after(async () => {
+  await shards?.dispose();
+  await others?.dispose();
+});
+
+/** The CLI's answer computed locally from the same slices. */
+async function local(...args) {
+  const manifest = join(model.slices, "manifest.json");
+  const { stdout } = await promisify(execFile)(CLI, [...args, "--manifest", manifest, "--hidden", hiddenFile, "--local"]);
+  return stdout;
+}
+
+/** `token T  logit Z  logprob L` of `cobordism sample`. */
+function parseSample(out) {
+  const [, token, logit, logprob] = /token (\d+) {2}logit (\S+) {2}logprob (\S+)/.exec(out);
+  return { token: Number(token), logit: Math.fround(Number(logit)), logprob };
+}
+
+const client = (o = {}) => new LmHeadClient({ endpoints: shards.endpoints, token: TOKEN, ...o });
+
+test("sample equals the CLI's local sample: plain temperatures, filters, greedy", async () => {
+  const c = client();
+  const settings = [];
+  for (const temperature of [0.3, 1, 2]) for (const s of [1, 2, 3]) settings.push({ temperature, seed: s });
+  settings.push({ temperature: 1, topK: 5, seed: 4 }, { temperature: 0.7, topP: 0.9, seed: 5 }, { temperature: 1.3, minP: 0.1, seed: 6 }, { temperature: 0 });
+  for (const o of settings) {
+    const got = await c.sample(hidden, o);
+    const args = ["sample", "--temperature", `${o.temperature}`, "--seed", `${o.seed ?? 0}`];
+    if (o.topK) args.push("--top-k", `${o.topK}`);
+    if (o.topP) args.push("--top-p", `${o.topP}`);
+    if (o.minP) args.push("--min-p", `${o.minP}`);
+    const want = parseSample(await local(...args));
+    assert.deepEqual({ token: got.token, logit: got.logit, logprob: got.logprob.toFixed(6) }, want, JSON.stringify(o));
+  }
+});
+
+test("topK and logprobs equal the CLI's local results", async () => {
+  const c = client();
+  const top = await c.topK(hidden, 20);
+  const table = (await local("logits", "--full", "--top-k", "20")).split("\n").filter((l) => /^\s+\d+\s+\d+\s+\S+\s+\S+$/.test(l));
+  assert.deepEqual(
+    top.entries.map((e) => [e.token, e.logit]),
+    table.map((l) => l.trim().split(/\s+/)).map(([, token, logit]) => [Number(token), Math.fround(Number(logit))]),
+  );
+  const tokens = [0, 17, 5999, 3000];
+  const lp = await c.logprobs(hidden, tokens);
+  const rows = (await local("logprobs", "--tokens", tokens.join(","))).split("\n").filter((l) => /^\s+\d+\s+-?\d/.test(l));
+  assert.deepEqual(lp.map((l) => l.toFixed(6)), rows.map((l) => l.trim().split(/\s+/)[1]));
+  await assert.rejects(c.logprobs(hidden, [6000]), /outside the vocabulary/);
+});
+
+test("batches: each vector's logits and top-K are those of the vector alone", async () => {
+  const c = client();
+  const second = new Float32Array(hiddenBytes(HIDDEN, 10).buffer);
+  const [a, b] = await c.logits([hidden, second]);
+  assert.deepEqual(a, await c.logits(hidden));
+  assert.deepEqual(b, await c.logits(second));
+  const [ta, tb] = await c.topK([hidden, second], 5);
+  assert.deepEqual(ta, await c.topK(hidden, 5));
+  assert.deepEqual(tb, await c.topK(second, 5));
+  const draws = await c.sample([hidden, second, hidden], { temperature: 1, seed: 11 });
+  assert.equal(draws.length, 3);
+  await assert.rejects(c.sample(Array(9).fill(hidden)), /1 to 8 hidden vectors/);
+});
+
+test("a slow shard and a shard that answers 503 then recovers: the same answer", async () => {
+  const want = await client().sample(hidden, { temperature: 1, seed: 21 });
+  let refused = 0;
+  const fetch = async (url, init) => {
+    if (url.startsWith(shards.endpoints[2])) await new Promise((r) => setTimeout(r, 300));
+    if (url.startsWith(shards.endpoints[5]) && refused < 2) {
+      refused++;
+      return new Response(JSON.stringify({ error: "slice_loading", detail: "loading" }), { status: 503, headers: { "Retry-After": "0" } });
+    }
+    return globalThis.fetch(url, init);
+  };
+  assert.deepEqual(await client({ fetch }).sample(hidden, { temperature: 1, seed: 21 }), want);
+  assert.equal(refused, 2);
+  const down = async (url, init) => (url.startsWith(shards.endpoints[5]) ? new Response("{}", { status: 503, headers: { "Retry-After": "0" } }) : globalThis.fetch(url, init));
+  await assert.rejects(client({ fetch: down, retries: 1 }).sample(hidden), (e) => e instanceof ShardError && e.shard === 5 && /after 2 attempts/.test(e.message));
+});
+
+test("answers from another version, the wrong shard or without the token are refused", async () => {
+  const mixed = shards.endpoints.map((e, i) => (i === 3 ? others.endpoints[3] : e));
+  await assert.rejects(client({ endpoints: mixed, retries: 1 }).sample(hidden), (e) => e instanceof ShardError && e.shard === 3 && /manifest version/.test(e.message));
+  await assert.rejects(client({ manifestVersion: other.manifest.version }).topK(hidden, 3), (e) => e.shard === 0 && /expected/.test(e.message));
+  assert.equal((await client({ manifestVersion: model.manifest.version }).topK(hidden, 3)).entries.length, 3);
+  const swapped = [shards.endpoints[1], shards.endpoints[0], ...shards.endpoints.slice(2)];
+  await assert.rejects(client({ endpoints: swapped }).topK(hidden, 3), /says it is shard 1/);
+  await assert.rejects(client({ token: "wrong" }).topK(hidden, 3), (e) => e.status === 401 && e.code === "unauthorized" && !/attempts/.test(e.message));
+});
