@@ -72,6 +72,10 @@ step "kquant for JavaScript: @cobordism/kquant in Node and in workerd"
 scripts/test-kquant-js.sh
 ok
 
+step "@cobordism/client in Node against eight local shards; the example inference Worker in workerd"
+scripts/test-client-js.sh
+ok
+
 step "short fuzz run: GGUF reader, kernels, manifest, request decoding (30 s each)"
 scripts/fuzz.sh 30
 ok

@@ -119,3 +119,19 @@ test("answers from another version, the wrong shard or without the token are ref
   await assert.rejects(client({ endpoints: swapped }).topK(hidden, 3), /says it is shard 1/);
   await assert.rejects(client({ token: "wrong" }).topK(hidden, 3), (e) => e.status === 401 && e.code === "unauthorized" && !/attempts/.test(e.message));
 });
+
+test("filters the shards' top-1024 cannot decide fall back to all logits, as the CLI does", async () => {
+  const wide = makeModel({ type: "q6_k", hidden: HIDDEN, vocab: 5000, shards: 2, seed: 82 });
+  const two = await startShards({ shards: 2, authToken: TOKEN });
+  try {
+    await seed(await two.bucket(), wide);
+    const c = new LmHeadClient({ endpoints: two.endpoints, token: TOKEN });
+    const o = { temperature: 100, minP: 1e-6, seed: 3 }; // nearly flat: every token is kept
+    const got = await c.sample(hidden, o);
+    const { stdout } = await promisify(execFile)(CLI, ["sample", "--manifest", join(wide.slices, "manifest.json"), "--hidden", hiddenFile, "--local", "--temperature", "100", "--min-p", "1e-6", "--seed", "3"]);
+    assert.match(stdout, /from all logits/);
+    assert.deepEqual({ token: got.token, logit: got.logit, logprob: got.logprob.toFixed(6) }, parseSample(stdout));
+  } finally {
+    await two.dispose();
+  }
+});

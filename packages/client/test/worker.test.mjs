@@ -1,0 +1,73 @@
+// The example inference Worker (examples/inference-worker), bundled by wrangler as for a deploy
+// and run in workerd (Miniflare), turns hidden vectors into sampled tokens by calling eight local
+// shards through @cobordism/client over fetch: the tokens equal the CLI's local samples.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFile, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { promisify } from "node:util";
+import { Miniflare } from "miniflare";
+import { startShards } from "../../../worker/local.mjs";
+import { CLI, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
+
+const ROOT = join(import.meta.dirname, "..", "..", "..");
+const EXAMPLE = join(ROOT, "examples", "inference-worker");
+let model, shards, mf, dir;
+
+/** `wrangler deploy --dry-run` of the example from a copy of its config: the bundled entry. */
+function bundle() {
+  const config = readFileSync(join(EXAMPLE, "wrangler.toml"), "utf8").replace(/^main = .*$/m, `main = ${JSON.stringify(join(EXAMPLE, "worker.mjs"))}`);
+  writeFileSync(join(dir, "wrangler.toml"), config);
+  execFileSync("npx", ["wrangler", "deploy", "--dry-run", "-c", join(dir, "wrangler.toml"), "--outdir", join(dir, "out")], {
+    cwd: ROOT,
+    env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return join(dir, "out", "worker.js");
+}
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "inference-example-"));
+  model = makeModel({ type: "q6_k", hidden: 256, vocab: 6000, shards: 8, seed: 90 });
+  shards = await startShards({ shards: 8, authToken: TOKEN });
+  await seed(await shards.bucket(), model);
+  const script = bundle();
+  mf = new Miniflare({
+    name: "inference",
+    modules: true,
+    scriptPath: script,
+    modulesRoot: dirname(script),
+    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+    compatibilityDate: "2026-04-01",
+    bindings: { SHARD_URLS: shards.endpoints.join(","), SHARD_TOKEN: TOKEN },
+  });
+  await mf.ready;
+});
+
+after(async () => {
+  await mf?.dispose();
+  await shards?.dispose();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test("the example inference Worker samples the CLI's tokens through eight shards", async () => {
+  const manifest = join(model.slices, "manifest.json");
+  for (const [i, query] of ["temperature=0.8&seed=1", "temperature=1&top_p=0.9&seed=2", "temperature=0"].entries()) {
+    const bytes = hiddenBytes(256, 30 + i);
+    const r = await mf.dispatchFetch(`http://localhost/next-token?${query}`, { method: "POST", body: bytes });
+    const got = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(got));
+    const file = join(tempDir("hidden"), "h.f32");
+    writeFileSync(file, bytes);
+    const q = new URLSearchParams(query);
+    const args = ["sample", "--manifest", manifest, "--hidden", file, "--local", "--temperature", q.get("temperature"), "--seed", q.get("seed") ?? "0"];
+    if (q.has("top_p")) args.push("--top-p", q.get("top_p"));
+    const { stdout } = await promisify(execFile)(CLI, args);
+    const [, token, , logprob] = /token (\d+) {2}logit (\S+) {2}logprob (\S+)/.exec(stdout);
+    assert.deepEqual([got.token, got.logprob.toFixed(6)], [Number(token), logprob], query);
+  }
+  const bad = await mf.dispatchFetch("http://localhost/next-token", { method: "POST", body: new Uint8Array(3) });
+  assert.equal(bad.status, 400);
+});
