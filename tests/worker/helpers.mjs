@@ -87,3 +87,37 @@ export function json(res) {
 export function listSlices(model) {
   return readdirSync(model.slices).filter((f) => f.endsWith(".bin"));
 }
+
+/**
+ * An HTTP proxy on 127.0.0.1 in front of a shard that misbehaves on purpose: each request waits
+ * `delayMs` first, and the first `refuse` requests get `503 slice_loading` with `Retry-After: 0`.
+ * Returns { url, refused(), close() }.
+ */
+export async function faultyProxy(target, { delayMs = 0, refuse = 0 } = {}) {
+  const { createServer } = await import("node:http");
+  let refused = 0;
+  const server = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    await new Promise((r) => setTimeout(r, delayMs));
+    if (refused < refuse) {
+      refused++;
+      res.writeHead(503, { "Content-Type": "application/json", "Retry-After": "0" });
+      res.end(JSON.stringify({ error: "slice_loading", detail: "the slice is loading" }));
+      return;
+    }
+    const headers = { ...req.headers };
+    delete headers.host;
+    delete headers["content-length"];
+    const r = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "POST" ? Buffer.concat(chunks) : undefined });
+    const body = Buffer.from(await r.arrayBuffer());
+    res.writeHead(r.status, Object.fromEntries([...r.headers].filter(([k]) => !["content-length", "transfer-encoding", "connection", "keep-alive"].includes(k))));
+    res.end(body);
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    refused: () => refused,
+    close: () => new Promise((r) => server.close(r)),
+  };
+}

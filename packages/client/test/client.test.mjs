@@ -1,6 +1,7 @@
 // @cobordism/client in Node against eight local shards (workerd through Miniflare, local R2):
 // its samples, top-K and log-probabilities equal the Rust CLI's (`cobordism … --local`), and it
-// survives a slow shard and a shard that answers 503 before it recovers, and refuses answers
+// survives a slow shard and a shard that answers 503 before it recovers (HTTP proxies in front of
+// real shards), and refuses answers
 // from another manifest version, from a shard at the wrong index, or with the wrong token.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -9,7 +10,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { startShards } from "../../../worker/local.mjs";
-import { CLI, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
+import { CLI, faultyProxy, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
 import { LmHeadClient, ShardError } from "../src/node.mjs";
 
 const HIDDEN = 256;
@@ -95,19 +96,18 @@ test("batches: each vector's logits and top-K are those of the vector alone", as
 
 test("a slow shard and a shard that answers 503 then recovers: the same answer", async () => {
   const want = await client().sample(hidden, { temperature: 1, seed: 21 });
-  let refused = 0;
-  const fetch = async (url, init) => {
-    if (url.startsWith(shards.endpoints[2])) await new Promise((r) => setTimeout(r, 300));
-    if (url.startsWith(shards.endpoints[5]) && refused < 2) {
-      refused++;
-      return new Response(JSON.stringify({ error: "slice_loading", detail: "loading" }), { status: 503, headers: { "Retry-After": "0" } });
-    }
-    return globalThis.fetch(url, init);
-  };
-  assert.deepEqual(await client({ fetch }).sample(hidden, { temperature: 1, seed: 21 }), want);
-  assert.equal(refused, 2);
-  const down = async (url, init) => (url.startsWith(shards.endpoints[5]) ? new Response("{}", { status: 503, headers: { "Retry-After": "0" } }) : globalThis.fetch(url, init));
-  await assert.rejects(client({ fetch: down, retries: 1 }).sample(hidden), (e) => e instanceof ShardError && e.shard === 5 && /after 2 attempts/.test(e.message));
+  const slow = await faultyProxy(shards.endpoints[2], { delayMs: 300 });
+  const flaky = await faultyProxy(shards.endpoints[5], { refuse: 2 });
+  const down = await faultyProxy(shards.endpoints[5], { refuse: 1000 });
+  try {
+    const endpoints = shards.endpoints.map((e, i) => (i === 2 ? slow.url : i === 5 ? flaky.url : e));
+    assert.deepEqual(await client({ endpoints }).sample(hidden, { temperature: 1, seed: 21 }), want);
+    assert.equal(flaky.refused(), 2);
+    const broken = shards.endpoints.map((e, i) => (i === 5 ? down.url : e));
+    await assert.rejects(client({ endpoints: broken, retries: 1 }).sample(hidden), (e) => e instanceof ShardError && e.shard === 5 && e.code === "slice_loading" && /after 2 attempts/.test(e.message));
+  } finally {
+    await Promise.all([slow.close(), flaky.close(), down.close()]);
+  }
 });
 
 test("answers from another version, the wrong shard or without the token are refused", async () => {

@@ -10,11 +10,11 @@ import { join, dirname } from "node:path";
 import { promisify } from "node:util";
 import { Miniflare } from "miniflare";
 import { startShards } from "../../../worker/local.mjs";
-import { CLI, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
+import { CLI, faultyProxy, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
 
 const ROOT = join(import.meta.dirname, "..", "..", "..");
 const EXAMPLE = join(ROOT, "examples", "inference-worker");
-let model, shards, mf, dir;
+let model, other, shards, others, proxies, mf, dir;
 
 /** `wrangler deploy --dry-run` of the example from a copy of its config: the bundled entry. */
 function bundle() {
@@ -33,30 +33,41 @@ before(async () => {
   model = makeModel({ type: "q6_k", hidden: 256, vocab: 6000, shards: 8, seed: 90 });
   shards = await startShards({ shards: 8, authToken: TOKEN });
   await seed(await shards.bucket(), model);
+  other = makeModel({ type: "q6_k", hidden: 256, vocab: 6000, shards: 8, seed: 91 });
+  others = await startShards({ shards: 8, authToken: TOKEN });
+  await seed(await others.bucket(), other);
+  // Shard 2 slow, shard 5 answering 503 twice before it recovers: real HTTP in front of real shards.
+  proxies = [await faultyProxy(shards.endpoints[2], { delayMs: 300 }), await faultyProxy(shards.endpoints[5], { refuse: 2 })];
+  const urls = shards.endpoints.map((e, i) => (i === 2 ? proxies[0].url : i === 5 ? proxies[1].url : e));
+  const mixed = shards.endpoints.map((e, i) => (i === 3 ? others.endpoints[3] : e));
   const script = bundle();
-  mf = new Miniflare({
-    name: "inference",
+  const worker = (name, urls) => ({
+    name,
     modules: true,
     scriptPath: script,
     modulesRoot: dirname(script),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: "2026-04-01",
-    bindings: { SHARD_URLS: shards.endpoints.join(","), SHARD_TOKEN: TOKEN },
+    bindings: { SHARD_URLS: urls.join(","), SHARD_TOKEN: TOKEN },
   });
+  mf = new Miniflare({ workers: [worker("inference", urls), worker("mixed", mixed)] });
   await mf.ready;
 });
 
 after(async () => {
   await mf?.dispose();
   await shards?.dispose();
+  await others?.dispose();
+  await Promise.all((proxies ?? []).map((p) => p.close()));
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-test("the example inference Worker samples the CLI's tokens through eight shards", async () => {
+test("the example inference Worker samples the CLI's tokens through eight shards, one slow, one 503 then back", async () => {
   const manifest = join(model.slices, "manifest.json");
   for (const [i, query] of ["temperature=0.8&seed=1", "temperature=1&top_p=0.9&seed=2", "temperature=0"].entries()) {
     const bytes = hiddenBytes(256, 30 + i);
-    const r = await mf.dispatchFetch(`http://localhost/next-token?${query}`, { method: "POST", body: bytes });
+    const inference = await mf.getWorker("inference");
+    const r = await inference.fetch(`http://localhost/next-token?${query}`, { method: "POST", body: bytes });
     const got = await r.json();
     assert.equal(r.status, 200, JSON.stringify(got));
     const file = join(tempDir("hidden"), "h.f32");
@@ -68,6 +79,16 @@ test("the example inference Worker samples the CLI's tokens through eight shards
     const [, token, , logprob] = /token (\d+) {2}logit (\S+) {2}logprob (\S+)/.exec(stdout);
     assert.deepEqual([got.token, got.logprob.toFixed(6)], [Number(token), logprob], query);
   }
-  const bad = await mf.dispatchFetch("http://localhost/next-token", { method: "POST", body: new Uint8Array(3) });
+  assert.equal(proxies[1].refused(), 2, "shard 5's 503s were retried");
+  const inference = await mf.getWorker("inference");
+  const bad = await inference.fetch("http://localhost/next-token", { method: "POST", body: new Uint8Array(3) });
   assert.equal(bad.status, 400);
+});
+
+test("in workerd, a shard serving another manifest version is refused, naming the shard", async () => {
+  const mixed = await mf.getWorker("mixed");
+  const r = await mixed.fetch("http://localhost/next-token?temperature=1&seed=1", { method: "POST", body: hiddenBytes(256, 40) });
+  const got = await r.json();
+  assert.equal(r.status, 502);
+  assert.match(got.detail, /shard 3 .* manifest version/);
 });
