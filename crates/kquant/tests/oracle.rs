@@ -4,6 +4,8 @@
 //! decoded here again from the ggml layout). Every backend on this target, in every batch size,
 //! must equal it bit for bit (any NaN equals any NaN), on random shapes and on edge cases:
 //! subnormal and maximal f16 scales, extreme quants, zero, huge, infinite and NaN activations.
+// Index loops on purpose: the code follows the contract's indices statement by statement.
+#![allow(clippy::needless_range_loop)]
 
 mod common;
 
@@ -137,7 +139,7 @@ fn exact_row(ty: QuantType, row: &[u8], x: &[f32]) -> f32 {
                 let v3 = q[w + 3] * xb[w + 3];
                 let p = ((v0 + v1) + v2) + v3;
                 let lane = 4 * (j % 4) + l;
-                acc[lane] = acc[lane] + ds[j] * p;
+                acc[lane] += ds[j] * p;
             }
         }
     }
@@ -207,14 +209,12 @@ fn int8_row(ty: QuantType, row: &[u8], x: &[f32]) -> f32 {
     acc
 }
 
+/// An oracle row function and the library call it checks.
+type RowFn = fn(QuantType, &[u8], &[f32]) -> f32;
+type RunFn = fn(Backend, &QMatrix, &[f32]) -> Vec<f32>;
+
 /// The oracle's answer for `n` vectors `xs` over the matrix `w` (rows × cols), vector by vector.
-fn oracle(
-    row_fn: fn(QuantType, &[u8], &[f32]) -> f32,
-    ty: QuantType,
-    w: &[u8],
-    rows: usize,
-    xs: &[f32],
-) -> Vec<f32> {
+fn oracle(row_fn: RowFn, ty: QuantType, w: &[u8], rows: usize, xs: &[f32]) -> Vec<f32> {
     let row_bytes = w.len() / rows;
     let cols = 256 * row_bytes / ty.block_bytes();
     xs.chunks_exact(cols)
@@ -224,10 +224,7 @@ fn oracle(
 
 /// Every backend, in one batch of all the vectors, equals the oracle.
 fn check(mode: &str, ty: QuantType, w: &[u8], rows: usize, xs: &[f32], case: &str) {
-    let (row_fn, run): (
-        fn(QuantType, &[u8], &[f32]) -> f32,
-        fn(Backend, &QMatrix, &[f32]) -> Vec<f32>,
-    ) = match mode {
+    let (row_fn, run): (RowFn, RunFn) = match mode {
         "exact" => (exact_row, mat_mat),
         _ => (int8_row, mat_mat_int8),
     };
