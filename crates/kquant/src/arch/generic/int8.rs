@@ -28,6 +28,19 @@
 
 use super::{q4k_chunk, q6k_chunk, RowKernel, Vector};
 use crate::quantize::nearest_int;
+
+/// `nearest_int` (ties to even); the must-fail build `--cfg kquant_perturb="ties"` rounds ties
+/// away from zero instead.
+#[inline(always)]
+fn round(t: f32) -> i32 {
+    let r = nearest_int(t);
+    let tie = (t - r as f32) == 0.5 || (t - r as f32) == -0.5;
+    if cfg!(kquant_perturb = "ties") && tie {
+        (t + if t > 0.0 { 0.5 } else { -0.5 }) as i32
+    } else {
+        r
+    }
+}
 use crate::{BlockQ4K, BlockQ6K, QK_K};
 
 /// f32-sized words of prepared activations for `cols` columns: the quants as i8 (four per
@@ -101,7 +114,7 @@ pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
         } else {
             let iscale = 127.0 / amax;
             for (qi, &v) in q.iter_mut().zip(block) {
-                *qi = nearest_int(v * iscale).clamp(-127, 127) as i16;
+                *qi = round(v * iscale).clamp(-127, 127) as i16;
             }
             dx[b] = amax / 127.0;
         }

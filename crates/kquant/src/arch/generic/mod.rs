@@ -389,7 +389,16 @@ fn q4k_scales<V: Vector>(v: V, b: &BlockQ4K) -> ([f32; 16], [f32; 8]) {
     let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
     let (sc, m) = b.scales_mins();
     let ds = core::array::from_fn(|j| d * f32::from(sc[j / 2]));
-    let dm = core::array::from_fn(|s| dmin * f32::from(m[s]));
+    // The must-fail build `--cfg kquant_perturb="q4k_min"` pairs each scale with its
+    // neighbour's min.
+    let pair = |s: usize| {
+        if cfg!(kquant_perturb = "q4k_min") {
+            s ^ 1
+        } else {
+            s
+        }
+    };
+    let dm = core::array::from_fn(|s| dmin * f32::from(m[pair(s)]));
     (ds, dm)
 }
 
