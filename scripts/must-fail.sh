@@ -23,6 +23,8 @@ targets() {
   esac
 }
 mkdir -p "$CARGO_TARGET_DIR"
+summary=$CARGO_TARGET_DIR/summary.txt
+: >"$summary.new"
 for perturbation in order lane f16 q4k_min ties; do
   cfg="--cfg kquant_perturb=\"$perturbation\""
   # These replace .cargo/config.toml's per-target rustflags, so simd128 is repeated for wasm.
@@ -43,6 +45,8 @@ for perturbation in order lane f16 q4k_min ties; do
       grep -q "panicked at crates/kquant/tests/" "$log" ||
         { cat "$log"; echo "must-fail $perturbation on $target: $t failed, not in its assertion" >&2; exit 1; }
     done
-    echo "must-fail $perturbation on $target: built, failed as expected: ${expected[$perturbation]}"
+    echo "must-fail $perturbation on $target: built, failed as expected: ${expected[$perturbation]}" |
+      tee -a "$summary.new"
   done
 done
+mv "$summary.new" "$summary"

@@ -88,5 +88,9 @@ step "must-fail matrix: each perturbation builds and makes its named bit-exact t
 scripts/must-fail.sh
 ok
 
+step "bit-exact table: every backend, aarch64 (qemu), wasm32 (Node), the shard over HTTP; the oracle on each"
+scripts/bit-exact.sh
+ok
+
 echo
 echo "scripts/test.sh: $passed passed, 0 failed"

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The bit-exact suite in one command: the same seeded cases through every backend this machine
+# runs (scalar, SSE2, AVX2, AVX-512 when present), NEON under qemu-aarch64, simd128 under Node
+# (wasm32-wasip1), and the shard Worker in workerd over HTTP against the native CLI; the
+# independent oracle (crates/kquant/tests/oracle.rs) on each architecture; then one table —
+# architecture × backend → hash per format and mode — and the last must-fail matrix
+# (scripts/must-fail.sh). Exits non-zero on any difference.
+# Needs scripts/setup.sh's tools; builds what it needs (release kquant example, the worker).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
+unset RUSTFLAGS # it would replace .cargo/config.toml's per-target rustflags (simd128)
+out=target/bit-exact
+mkdir -p "$out"
+: >"$out/lines"
+# The host without --target: the same build as scripts/test.sh's native tests.
+for target in host aarch64-unknown-linux-gnu wasm32-wasip1; do
+  flags=()
+  [ "$target" = host ] || flags=(--target "$target")
+  echo "bit-exact: $target: the oracle, then the hashes" >&2
+  cargo test -q -p kquant "${flags[@]}" --test oracle >"$out/oracle-$target.log" 2>&1 ||
+    { cat "$out/oracle-$target.log"; echo "bit-exact: the oracle test failed on $target" >&2; exit 1; }
+  cargo run -q -p kquant "${flags[@]}" --example bit_exact_hashes >>"$out/lines"
+done
+[ -f worker/build/index.js ] || scripts/build-worker.sh >/dev/null
+cargo build -q --release -p cobordism
+echo "bit-exact: the shard in workerd over HTTP" >&2
+node scripts/bit-exact-http.mjs >"$out/http"
+
+status=0
+node - "$out/lines" "$out/http" <<'JS' || status=$?
+const fs = require("node:fs");
+const read = (f) => fs.readFileSync(f, "utf8").trim().split("\n").map((l) => l.split(" "));
+let failed = false;
+function table(title, rows) {
+  const cols = [...new Set(rows.map(([, , f, m]) => `${f} ${m}`))];
+  const keys = [...new Set(rows.map(([a, b]) => `${a} ${b}`))];
+  const cell = (k, c) => rows.find(([a, b, f, m]) => `${a} ${b}` === k && `${f} ${m}` === c)?.[4] ?? "-";
+  console.log(`\n${title}\n`);
+  console.log(`| architecture | backend | ${cols.join(" | ")} |`);
+  console.log(`|---|---|${cols.map(() => "---").join("|")}|`);
+  for (const k of keys) console.log(`| ${k.replace(" ", " | ")} | ${cols.map((c) => cell(k, c)).join(" | ")} |`);
+  for (const c of cols) {
+    const hashes = new Set(keys.map((k) => cell(k, c)));
+    const same = hashes.size === 1;
+    failed ||= !same;
+    console.log(`${same ? "equal" : "DIFFERENT"}: ${c} (${keys.length} rows)`);
+  }
+}
+table("kquant: the same seeded cases (96×2048, 12 vectors incl. edge cases) on every backend", read(process.argv[2]));
+table("the shard over HTTP (workerd, two shards) against the native CLI (6000×1024, 4 vectors)", read(process.argv[3]));
+process.exitCode = failed ? 1 : 0;
+JS
+echo
+echo "independent oracle (crates/kquant/tests/oracle.rs): passed on x86_64, aarch64 (qemu), wasm32 (Node)"
+if [ -f target/must-fail/summary.txt ]; then
+  echo "must-fail matrix (scripts/must-fail.sh, $(date -r target/must-fail/summary.txt -u '+%F %R UTC')):"
+  cat target/must-fail/summary.txt
+else
+  echo "must-fail matrix: not run yet (scripts/must-fail.sh; scripts/test.sh runs it first)"
+fi
+exit $status
