@@ -6,7 +6,7 @@
 # Arguments go to `cobordism demo` (e.g. --shape gemma3-27b --type q4_k --shards 16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh demo
 export PATH="$HOME/.cargo/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 unset RUSTFLAGS
 scripts/build-worker.sh >/dev/null

@@ -1,11 +1,48 @@
 #!/usr/bin/env bash
-# Installs everything the project needs on a fresh Debian machine of this kind; idempotent.
-# Called by scripts/test.sh and scripts/demo.sh, so nobody needs to run it by hand.
+# Installs what the project needs on a fresh Debian machine of this kind; idempotent.
+# `scripts/setup.sh demo` (scripts/demo.sh): only what the demo needs — the wasm32 target, the
+# wasm-bindgen CLI, worker-build, wasm-tools (every .wasm is validated) and the npm packages.
+# `scripts/setup.sh` (scripts/test.sh): everything, also the cross compiler and qemu, the other
+# targets, nightly and cargo-fuzz, and the Python gguf oracle. Nobody needs to run it by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+purpose=${1:-test}
+case $purpose in demo | test) ;; *) echo "usage: scripts/setup.sh [demo|test]" >&2; exit 2 ;; esac
 
 log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*"; }
 
+export PATH="$HOME/.cargo/bin:$PATH"
+cargo_install() { # crate version [cargo install flags…]
+  local crate=$1 version=$2
+  shift 2
+  if ! cargo install --list | grep -q "^$crate v$version:"; then
+    log "cargo install $crate $version (once)"
+    cargo install --quiet "$crate" --version "$version" "$@"
+  fi
+}
+
+# The toolchain comes from rust-toolchain.toml.
+log "rust toolchain: $(rustup show active-toolchain 2>/dev/null | head -n1)"
+rustup toolchain install >/dev/null 2>&1 || true
+rustup target add wasm32-unknown-unknown >/dev/null
+# The shard Worker's build (no GitHub downloads: worker-build is told where wasm-bindgen is).
+cargo_install wasm-bindgen-cli 0.2.130
+cargo_install worker-build 0.8.7
+cargo_install wasm-tools 1.263.0 --no-default-features --features validate,print
+
+if [ ! -x node_modules/.bin/wrangler ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  log "npm ci (wrangler, miniflare)"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 20 ]; then
+  echo "setup: Node.js 20 or newer is required (found: $(node --version 2>/dev/null || echo none))" >&2
+  exit 1
+fi
+[ "$purpose" = demo ] && exit 0
+
+# The tests only from here on.
 apt_packages=()
 command -v aarch64-linux-gnu-gcc >/dev/null || apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null || apt_packages+=(qemu-user)
@@ -16,24 +53,7 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
   apt-get install -y -qq "${apt_packages[@]}" >/dev/null
 fi
 
-# The toolchain and its targets come from rust-toolchain.toml.
-log "rust toolchain: $(rustup show active-toolchain 2>/dev/null | head -n1)"
-rustup toolchain install >/dev/null 2>&1 || true
-rustup target add aarch64-unknown-linux-gnu wasm32-wasip1 wasm32-unknown-unknown thumbv7em-none-eabihf >/dev/null
-
-# Cargo-installed tools, at the versions the worker build needs (no GitHub downloads).
-export PATH="$HOME/.cargo/bin:$PATH"
-cargo_install() { # crate version [cargo install flags…]
-  local crate=$1 version=$2
-  shift 2
-  if ! cargo install --list | grep -q "^$crate v$version:"; then
-    log "cargo install $crate $version (a few minutes, once)"
-    cargo install --quiet "$crate" --version "$version" "$@"
-  fi
-}
-cargo_install wasm-bindgen-cli 0.2.130
-cargo_install worker-build 0.8.7
-cargo_install wasm-tools 1.263.0 --no-default-features --features validate,print
+rustup target add aarch64-unknown-linux-gnu wasm32-wasip1 thumbv7em-none-eabihf >/dev/null
 # Fuzzing alone uses nightly (libFuzzer's sanitizer coverage).
 if ! rustup toolchain list | grep -q '^nightly'; then
   log "rustup toolchain install nightly (for cargo fuzz only)"
@@ -45,15 +65,4 @@ cargo_install cargo-fuzz 0.13.2 --locked
 if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
   log "pip install gguf numpy"
   python3 -m pip install --quiet --disable-pip-version-check 'gguf==0.19.0' numpy
-fi
-
-if [ ! -x node_modules/.bin/wrangler ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  log "npm ci (wrangler, miniflare)"
-  npm ci --no-audit --no-fund --loglevel=error
-fi
-
-node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
-if [ "$node_major" -lt 20 ]; then
-  echo "setup: Node.js 20 or newer is required (found: $(node --version 2>/dev/null || echo none))" >&2
-  exit 1
 fi

@@ -66,18 +66,31 @@ export function bearer(token = TOKEN) {
   return token === null ? {} : { Authorization: `Bearer ${token}` };
 }
 
-/** POSTs to a shard, with the test token unless `token` says otherwise (`null`: none). */
+/** Whether `e` is a keep-alive connection the server closed before answering. Local workerd
+ * closes idle keep-alive connections when its event loop was busy past kj's 5 s pipeline timeout
+ * (docs/RELIABILITY.md, "the wrk read errors"); such a request never reached the Worker. */
+function closedBeforeAnswer(e) {
+  const code = e?.cause?.code;
+  return code === "UND_ERR_SOCKET" || code === "ECONNRESET" || code === "EPIPE";
+}
+
+/** POSTs to a shard, with the test token unless `token` says otherwise (`null`: none). A request
+ * whose kept-alive connection the server closed before any answer is sent once more. */
 export async function post(endpoint, body, { query = "", headers = {}, token = TOKEN } = {}) {
-  const r = await fetch(`${endpoint}/cobordism-lm-head${query}`, {
-    method: "POST",
-    body,
-    headers: { "Content-Type": "application/octet-stream", ...bearer(token), ...headers },
-  });
+  const send = () =>
+    fetch(`${endpoint}/cobordism-lm-head${query}`, {
+      method: "POST",
+      body,
+      headers: { "Content-Type": "application/octet-stream", ...bearer(token), ...headers },
+    });
+  const r = await send().catch((e) => (closedBeforeAnswer(e) ? send() : Promise.reject(e)));
   return { status: r.status, headers: r.headers, body: new Uint8Array(await r.arrayBuffer()) };
 }
 
 export async function health(endpoint, { token = TOKEN } = {}) {
-  return (await fetch(`${endpoint}/healthz`, { headers: bearer(token) })).json();
+  const get = () => fetch(`${endpoint}/healthz`, { headers: bearer(token) });
+  const r = await get().catch((e) => (closedBeforeAnswer(e) ? get() : Promise.reject(e)));
+  return r.json();
 }
 
 export function json(res) {
