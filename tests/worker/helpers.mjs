@@ -134,3 +134,19 @@ export async function faultyProxy(target, { delayMs = 0, refuse = 0 } = {}) {
     close: () => new Promise((r) => server.close(r)),
   };
 }
+
+/**
+ * Bundles the Worker whose wrangler config is `exampleDir/wrangler.toml` as `wrangler deploy
+ * --dry-run` would for a deploy, from a copy of the config in `workDir` (wrangler's scratch files
+ * land there): returns the bundled entry, for Miniflare.
+ */
+export function bundleForDeploy(exampleDir, workDir) {
+  const config = readFileSync(join(exampleDir, "wrangler.toml"), "utf8").replace(/^main = "(.*)"$/m, (_, main) => `main = ${JSON.stringify(join(exampleDir, main))}`);
+  writeFileSync(join(workDir, "wrangler.toml"), config);
+  execFileSync("npx", ["wrangler", "deploy", "--dry-run", "-c", join(workDir, "wrangler.toml"), "--outdir", join(workDir, "out")], {
+    cwd: root,
+    env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return join(workDir, "out", "worker.js");
+}

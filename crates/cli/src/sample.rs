@@ -32,6 +32,15 @@ pub struct Input {
     pub hidden_seed: Option<u64>,
 }
 
+impl Input {
+    /// The manifest of `source` and the hidden vector, checked against its hidden size.
+    fn read(&self, source: &Source) -> Result<(Manifest, Vec<f32>)> {
+        let (manifest, _) = source.manifest()?;
+        let hidden = hidden_vector(self.hidden.as_deref(), self.hidden_seed, manifest.hidden)?;
+        Ok((manifest, hidden))
+    }
+}
+
 /// Arguments of `cobordism sample`.
 #[derive(ClapArgs, Debug)]
 #[command(
@@ -68,12 +77,7 @@ pub struct SampleArgs {
 
 /// Runs `cobordism sample`.
 pub fn run_sample(args: &SampleArgs) -> Result<()> {
-    let (manifest, _) = args.source.manifest()?;
-    let hidden = hidden_vector(
-        args.input.hidden.as_deref(),
-        args.input.hidden_seed,
-        manifest.hidden,
-    )?;
+    let (manifest, hidden) = args.input.read(&args.source)?;
     let s = Sampling {
         temperature: args.temperature,
         seed: args.seed,
@@ -206,12 +210,7 @@ pub struct LogprobsArgs {
 
 /// Runs `cobordism logprobs`.
 pub fn run_logprobs(args: &LogprobsArgs) -> Result<()> {
-    let (manifest, _) = args.source.manifest()?;
-    let hidden = hidden_vector(
-        args.input.hidden.as_deref(),
-        args.input.hidden_seed,
-        manifest.hidden,
-    )?;
+    let (manifest, hidden) = args.input.read(&args.source)?;
     ensure!(
         args.tokens.len() <= MAX_TOP_K,
         "at most {MAX_TOP_K} tokens at once, not {}",

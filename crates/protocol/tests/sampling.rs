@@ -117,6 +117,11 @@ fn sharded(all: &[f32], shards: usize, s: &Sampling, k: usize) -> Result<Sampled
             .collect();
         return Ok(merge_winners(&winners, s, 0).unwrap());
     }
+    from_top_k(all, shards, s, k)
+}
+
+/// `sample` over the shards' `?top_k=K&temperature=T` answers.
+fn from_top_k(all: &[f32], shards: usize, s: &Sampling, k: usize) -> Result<Sampled, Undecided> {
     let form = Form::TopK {
         k,
         temperature: s.temperature,
@@ -200,24 +205,7 @@ fn an_undecidable_nucleus_is_refused_not_truncated() {
     };
     let e = sharded(&flat, 8, &s, 16).unwrap_err();
     assert!(e.0.contains("top-p"), "{e}");
-    let plain_from_top_k = {
-        let got = answers(
-            &flat,
-            8,
-            &Form::TopK {
-                k: 16,
-                temperature: 1.0,
-            },
-        );
-        let parts: Vec<Part> = got
-            .iter()
-            .map(|(section, rows)| Part {
-                section,
-                rows: *rows,
-            })
-            .collect();
-        sample(&parts, &Sampling::plain(1.0, 7), 0)
-    };
+    let plain_from_top_k = from_top_k(&flat, 8, &Sampling::plain(1.0, 7), 16);
     assert!(
         plain_from_top_k.is_err(),
         "plain sampling needs every token"

@@ -3,30 +3,18 @@
 // shards through @cobordism/client over fetch: the tokens equal the CLI's local samples.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFile, execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, rmSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { promisify } from "node:util";
 import { Miniflare } from "miniflare";
 import { startShards } from "../../../worker/local.mjs";
-import { CLI, faultyProxy, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
+import { CLI, bundleForDeploy, faultyProxy, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
 
 const ROOT = join(import.meta.dirname, "..", "..", "..");
 const EXAMPLE = join(ROOT, "examples", "inference-worker");
 let model, other, shards, others, proxies, mf, dir;
-
-/** `wrangler deploy --dry-run` of the example from a copy of its config: the bundled entry. */
-function bundle() {
-  const config = readFileSync(join(EXAMPLE, "wrangler.toml"), "utf8").replace(/^main = .*$/m, `main = ${JSON.stringify(join(EXAMPLE, "worker.mjs"))}`);
-  writeFileSync(join(dir, "wrangler.toml"), config);
-  execFileSync("npx", ["wrangler", "deploy", "--dry-run", "-c", join(dir, "wrangler.toml"), "--outdir", join(dir, "out")], {
-    cwd: ROOT,
-    env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  return join(dir, "out", "worker.js");
-}
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "inference-example-"));
@@ -40,7 +28,7 @@ before(async () => {
   proxies = [await faultyProxy(shards.endpoints[2], { delayMs: 300 }), await faultyProxy(shards.endpoints[5], { refuse: 2 })];
   const urls = shards.endpoints.map((e, i) => (i === 2 ? proxies[0].url : i === 5 ? proxies[1].url : e));
   const mixed = shards.endpoints.map((e, i) => (i === 3 ? others.endpoints[3] : e));
-  const script = bundle();
+  const script = bundleForDeploy(EXAMPLE, dir);
   const worker = (name, urls) => ({
     name,
     modules: true,

@@ -3,34 +3,20 @@
 // ResidentSlice on the first request and answers with the same bits as native kquant.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { Miniflare } from "miniflare";
 import { nativeFixtures, assertSameBits, ROOT } from "../dev/native.mjs";
+import { bundleForDeploy } from "../../../tests/worker/helpers.mjs";
 
 const EXAMPLE = join(ROOT, "packages", "kquant", "example");
 let f, dir, mf;
 
-/** `wrangler deploy --dry-run` of the example, from a copy of its config outside the package
- * (wrangler's scratch files land there): returns the bundled entry. */
-function bundle() {
-  const config = readFileSync(join(EXAMPLE, "wrangler.toml"), "utf8")
-    .replace(/^main = .*$/m, `main = ${JSON.stringify(join(EXAMPLE, "worker.mjs"))}`);
-  writeFileSync(join(dir, "wrangler.toml"), config);
-  execFileSync("npx", ["wrangler", "deploy", "--dry-run", "-c", join(dir, "wrangler.toml"), "--outdir", join(dir, "out")], {
-    cwd: ROOT,
-    env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  return join(dir, "out", "worker.js");
-}
-
 before(async () => {
   f = nativeFixtures({ dequantize: false });
   dir = mkdtempSync(join(tmpdir(), "kquant-worker-"));
-  const script = bundle();
+  const script = bundleForDeploy(EXAMPLE, dir);
   mf = new Miniflare({
     workers: ["q4_k", "q6_k"].map((dtype) => ({
       name: dtype,
