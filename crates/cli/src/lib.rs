@@ -7,6 +7,7 @@
 //! * [`upload`]: put the slices and the manifest into R2 with wrangler.
 //! * [`logits`]: compute logits from shard endpoints or locally, and compare the two.
 //! * [`sample`](mod@sample): draw a token exactly, or score given tokens, across the shards.
+//! * [`tokens`]: the vocabulary's text next to the slices, for printing tokens.
 //! * [`demo`]: all of the above against eight local shards in workerd.
 
 pub mod demo;
@@ -19,6 +20,7 @@ pub mod sample;
 pub mod slice;
 pub mod slices;
 pub mod synth;
+pub mod tokens;
 pub mod upload;
 
 use std::fmt;

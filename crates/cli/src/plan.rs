@@ -205,14 +205,14 @@ fn smallest_fitting(head: &LmHead, budget: Budget) -> Option<usize> {
 }
 
 /// Opens `gguf`, finds its lm-head and splits it.
-pub fn load(gguf: &std::path::Path, shards: usize, budget: Budget) -> Result<Plan> {
+pub fn load(gguf: &std::path::Path, shards: usize, budget: Budget) -> Result<(Plan, Gguf)> {
     let file = Gguf::open(gguf)?;
-    Plan::new(LmHead::find(&file)?, shards, budget)
+    Ok((Plan::new(LmHead::find(&file)?, shards, budget)?, file))
 }
 
 /// Runs `cobordism plan`.
 pub fn run(args: &Args) -> Result<()> {
-    let plan = load(&args.gguf, args.shards, args.budget)?;
+    let (plan, _) = load(&args.gguf, args.shards, args.budget)?;
     plan.print();
     plan.check_fits()?;
     println!("\nall {} shard slices fit", plan.shards.len());

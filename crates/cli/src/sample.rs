@@ -19,6 +19,7 @@ use cobordism_protocol::sampling::{
 use cobordism_protocol::{Form, Manifest, TopK, MAX_TOP_K};
 
 use crate::logits::{assemble, hidden_vector, print_timings, sections, Source};
+use crate::tokens::Vocabulary;
 
 /// The hidden vector of `sample` and `logprobs`.
 #[derive(ClapArgs, Debug)]
@@ -91,8 +92,11 @@ pub fn run_sample(args: &SampleArgs) -> Result<()> {
         s.validate().map_err(anyhow::Error::msg)?;
         draw(&args.source, &manifest, &hidden, &s)?
     };
+    let text = Vocabulary::load(args.source.dir())?.map_or(String::new(), |v| {
+        format!("  text {}", v.shown(sampled.token))
+    });
     println!(
-        "token {}  logit {}  logprob {:.6}  ({how})",
+        "token {}  logit {}  logprob {:.6}{text}  ({how})",
         sampled.token, sampled.logit, sampled.logprob
     );
     Ok(())
@@ -233,10 +237,17 @@ pub fn run_logprobs(args: &LogprobsArgs) -> Result<()> {
     show(timings.as_deref());
     let sections = sections(replies);
     let lps = logprobs(&sections, &args.tokens, args.temperature);
-    println!("     token        logprob");
+    let vocabulary = Vocabulary::load(args.source.dir())?;
+    println!(
+        "     token        logprob{}",
+        if vocabulary.is_some() { "   text" } else { "" }
+    );
     for (token, lp) in args.tokens.iter().zip(lps) {
         let lp = lp.ok_or_else(|| anyhow::anyhow!("no shard answered token {token}"))?;
-        println!("{token:>10}  {lp:>13.6}");
+        let text = vocabulary
+            .as_ref()
+            .map_or(String::new(), |v| format!("   {}", v.shown(*token)));
+        println!("{token:>10}  {lp:>13.6}{text}");
     }
     Ok(())
 }

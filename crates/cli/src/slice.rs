@@ -14,8 +14,10 @@ use clap::Args as ClapArgs;
 use cobordism_protocol::{slice_key, Checksum, Manifest, ShardEntry, FORMAT, FORMAT_VERSION};
 use indicatif::ProgressBar;
 
+use crate::gguf::{Value, TOKENS_KEY};
 use crate::plan::{self, Budget, Plan, ShardRows};
 use crate::progress;
+use crate::tokens::{Vocabulary, TOKENS_FILE};
 
 /// Copy buffer size.
 const BUF_BYTES: usize = 8 << 20;
@@ -50,7 +52,7 @@ pub struct Args {
 
 /// Runs `cobordism slice`.
 pub fn run(args: &Args) -> Result<()> {
-    let plan = plan::load(&args.gguf, args.shards, args.budget)?;
+    let (plan, gguf) = plan::load(&args.gguf, args.shards, args.budget)?;
     plan.check_fits()?;
     prepare_dir(&args.out, args.force)?;
 
@@ -65,6 +67,13 @@ pub fn run(args: &Args) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     bar.finish_and_clear();
 
+    let vocabulary = match gguf.get(TOKENS_KEY) {
+        Some(Value::Strings(tokens)) => Some(Vocabulary::new(tokens)?),
+        _ => None,
+    };
+    if let Some(v) = &vocabulary {
+        v.write(&args.out)?;
+    }
     let manifest = manifest(&plan, shards);
     manifest.validate()?;
     let path = args.out.join(MANIFEST);
@@ -81,6 +90,9 @@ pub fn run(args: &Args) -> Result<()> {
             s.checksum
         );
     }
+    if let Some(v) = &vocabulary {
+        println!("wrote the text of {} tokens to {TOKENS_FILE}", v.len());
+    }
     println!(
         "wrote {} slices and {} (version {})",
         manifest.shard_count,
@@ -90,9 +102,10 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Whether `name` is a file `slice` writes (a slice, finished or not).
+/// Whether `name` is a file `slice` writes (a slice, finished or not, or the tokens' text).
 fn is_slice_file(name: &str) -> bool {
-    name.starts_with("shard-") && (name.ends_with(".bin") || name.ends_with(".partial"))
+    name == TOKENS_FILE
+        || name.starts_with("shard-") && (name.ends_with(".bin") || name.ends_with(".partial"))
 }
 
 /// Creates `dir`; refuses to overwrite an earlier run's files unless `force`. With `force` the old

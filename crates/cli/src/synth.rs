@@ -17,7 +17,7 @@ use kquant::quantize::{quantize_row_q4k, quantize_row_q6k};
 use kquant::synth::SplitMix64;
 use kquant::{Block, BlockQ4K, BlockQ6K, QuantType, QK_K};
 
-use crate::gguf::{GgufWriter, MetaValue, ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
+use crate::gguf::{GgufWriter, MetaValue, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, TOKENS_KEY};
 use crate::lm_head::{MAX_HIDDEN, MAX_VOCAB, OUTPUT, TOKEN_EMBD};
 use crate::progress;
 
@@ -102,6 +102,28 @@ impl From<QuantArg> for QuantType {
     }
 }
 
+/// Made-up text of token `i` (three special tokens, then syllable words, every other one with a
+/// leading space as BPE vocabularies have), so that synthetic models print readable tokens.
+pub fn synthetic_token(i: usize) -> String {
+    const SPECIAL: [&str; 3] = ["<unk>", "<s>", "</s>"];
+    const SYLLABLES: [&str; 16] = [
+        "ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "do", "gu", "he", "ji", "ko",
+        "la",
+    ];
+    if let Some(s) = SPECIAL.get(i) {
+        return (*s).into();
+    }
+    let mut word = String::from(if i.is_multiple_of(2) { " " } else { "" });
+    let mut n = i;
+    loop {
+        word.push_str(SYLLABLES[n % 16]);
+        n /= 16;
+        if n == 0 {
+            return word;
+        }
+    }
+}
+
 /// Runs `cobordism synth`.
 pub fn run(args: &Args) -> Result<()> {
     let (arch, hidden, vocab, label) = match (args.shape, args.hidden, args.vocab) {
@@ -141,7 +163,15 @@ pub fn run(args: &Args) -> Result<()> {
             &format!("{arch}.embedding_length"),
             MetaValue::U32(hidden as u32),
         )
-        .kv(&format!("{arch}.vocab_size"), MetaValue::U32(vocab as u32));
+        .kv(&format!("{arch}.vocab_size"), MetaValue::U32(vocab as u32))
+        .kv(
+            TOKENS_KEY,
+            MetaValue::Array(
+                (0..vocab)
+                    .map(|i| MetaValue::Str(synthetic_token(i)))
+                    .collect(),
+            ),
+        );
     if let Some(c) = args.softcap {
         gguf.kv(
             &format!("{arch}.final_logit_softcapping"),

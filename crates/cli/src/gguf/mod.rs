@@ -15,7 +15,7 @@
 mod read;
 mod write;
 
-pub use read::{Gguf, TensorInfo, Value};
+pub use read::{Gguf, TensorInfo, Value, TOKENS_KEY};
 pub use write::{GgufWriter, MetaValue};
 
 /// The four bytes every GGUF file starts with.

@@ -22,7 +22,11 @@ const MIN_TENSOR_INFO_BYTES: u64 = 8 + 4 + 4 + 8;
 /// The fewest bytes of one metadata entry: key length, value type, a one-byte value.
 const MIN_KV_BYTES: u64 = 8 + 4 + 1;
 
-/// A metadata value. Arrays are skipped over; only their element type and length are kept.
+/// The metadata key of the vocabulary's token strings.
+pub const TOKENS_KEY: &str = "tokenizer.ggml.tokens";
+
+/// A metadata value. Arrays are skipped over (only their element type and length are kept),
+/// except the vocabulary's strings.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     /// Any unsigned integer type.
@@ -35,7 +39,10 @@ pub enum Value {
     Bool(bool),
     /// A string (invalid UTF-8 replaced).
     Str(String),
-    /// An array, content not kept.
+    /// The string array `tokenizer.ggml.tokens` (the vocabulary's text; invalid UTF-8 replaced),
+    /// the one array whose content is kept.
+    Strings(Vec<String>),
+    /// Any other array, content not kept.
     Array {
         /// Element type.
         elem: ValueType,
@@ -180,7 +187,10 @@ fn parse(r: impl Read, file_len: u64, path: &Path) -> Result<Gguf> {
         );
         let value = c
             .value_type()
-            .and_then(|ty| c.value(ty))
+            .and_then(|ty| match ty {
+                ValueType::Array if key == TOKENS_KEY => c.strings(),
+                ty => c.value(ty),
+            })
             .with_context(|| format!("metadata key {key:?}"))?;
         metadata.push((key, value));
     }
@@ -358,8 +368,9 @@ impl<R: Read> Cursor<R> {
         })
     }
 
-    /// Skips an array's content (its header comes next); `depth` counts the enclosing arrays.
-    fn skip_array(&mut self, depth: u32) -> Result<(ValueType, u64)> {
+    /// An array's element type and length, checked against the bytes left; `depth` counts the
+    /// enclosing arrays.
+    fn array_header(&mut self, depth: u32) -> Result<(ValueType, u64)> {
         ensure!(
             depth <= MAX_ARRAY_DEPTH,
             "arrays nested deeper than {MAX_ARRAY_DEPTH}"
@@ -372,6 +383,34 @@ impl<R: Read> Cursor<R> {
             "an array claims {len} elements of type {elem:?}, but only {} bytes are left",
             self.remaining()
         );
+        Ok((elem, len))
+    }
+
+    /// The vocabulary's strings (its header comes next); an array of anything else is skipped.
+    fn strings(&mut self) -> Result<Value> {
+        let (elem, len) = self.array_header(1)?;
+        if elem != ValueType::String {
+            self.skip_array_body(elem, len, 1)?;
+            return Ok(Value::Array { elem, len });
+        }
+        // `len` is bounded by the bytes left (8 per string at least): the allocation is too.
+        let mut strings = Vec::with_capacity(usize::try_from(len)?);
+        for _ in 0..len {
+            let raw = self.raw_string("a token string")?;
+            strings.push(String::from_utf8_lossy(&raw).into_owned());
+        }
+        Ok(Value::Strings(strings))
+    }
+
+    /// Skips an array's content (its header comes next); `depth` counts the enclosing arrays.
+    fn skip_array(&mut self, depth: u32) -> Result<(ValueType, u64)> {
+        let (elem, len) = self.array_header(depth)?;
+        self.skip_array_body(elem, len, depth)?;
+        Ok((elem, len))
+    }
+
+    /// Skips the `len` elements of type `elem` of an array at `depth`.
+    fn skip_array_body(&mut self, elem: ValueType, len: u64, depth: u32) -> Result<()> {
         match elem.fixed_size() {
             Some(size) => self.skip(len * size, "the array")?,
             None => {
@@ -385,7 +424,7 @@ impl<R: Read> Cursor<R> {
                 }
             }
         }
-        Ok((elem, len))
+        Ok(())
     }
 
     fn tensor_info(&mut self, name: String) -> Result<TensorInfo> {

@@ -26,6 +26,7 @@ pub use remote::ShardTiming;
 pub use remote::{assemble, sections, Reply};
 
 use crate::slices;
+use crate::tokens::Vocabulary;
 use crate::{ExitError, EXIT_VERIFY_FAILED};
 
 /// Where the answers come from: the shard Workers or the slice files. Shared by `logits`,
@@ -67,8 +68,12 @@ pub struct Source {
 impl Source {
     /// The manifest and the directory of its slices.
     pub fn manifest(&self) -> Result<(Manifest, &Path)> {
-        let manifest = slices::read_manifest(&self.manifest)?;
-        Ok((manifest, self.manifest.parent().unwrap_or(Path::new("."))))
+        Ok((slices::read_manifest(&self.manifest)?, self.dir()))
+    }
+
+    /// The directory of the manifest and its slices.
+    pub fn dir(&self) -> &Path {
+        self.manifest.parent().unwrap_or(Path::new("."))
     }
 
     fn precision(&self) -> Precision {
@@ -88,8 +93,7 @@ impl Source {
         form: &Form,
     ) -> Result<(Vec<Reply>, Option<Vec<ShardTiming>>)> {
         if self.local {
-            let dir = self.manifest.parent().unwrap_or(Path::new("."));
-            let all = local::compute(manifest, dir, hidden, self.precision())?;
+            let all = local::compute(manifest, self.dir(), hidden, self.precision())?;
             return Ok((local_replies(manifest, &all, form)?, None));
         }
         let opts = Options {
@@ -222,7 +226,8 @@ pub fn run(args: &Args) -> Result<()> {
             (merge_top_k(&refs, k), lse)
         }
     };
-    print_top_k(&manifest, &top, lse, args.source.local);
+    let vocabulary = Vocabulary::load(dir)?;
+    print_top_k(&manifest, &top, lse, args.source.local, vocabulary.as_ref());
     if let Some(t) = &timings {
         print_timings(t);
     }
@@ -260,8 +265,15 @@ pub fn seeded_hidden(seed: u64, hidden: usize) -> Vec<f32> {
     (0..hidden).map(|_| rng.normal()).collect()
 }
 
-/// The top-k table; `lse` is the log-partition `ln Σ exp(z)` over the whole vocabulary.
-fn print_top_k(manifest: &Manifest, top: &[(u32, f32)], lse: f64, local: bool) {
+/// The top-k table (with each token's text when the slices have `tokens.bin`); `lse` is the
+/// log-partition `ln Σ exp(z)` over the whole vocabulary.
+fn print_top_k(
+    manifest: &Manifest,
+    top: &[(u32, f32)],
+    lse: f64,
+    local: bool,
+    vocabulary: Option<&Vocabulary>,
+) {
     println!(
         "{} {} [{} × {}], {} shards, {}{}",
         manifest.model,
@@ -278,14 +290,16 @@ fn print_top_k(manifest: &Manifest, top: &[(u32, f32)], lse: f64, local: bool) {
             .softcap
             .map_or(String::new(), |c| format!(", softcap {c}"))
     );
-    println!("\n rank       token          logit   probability");
+    let text = if vocabulary.is_some() { "   text" } else { "" };
+    println!("\n rank       token          logit   probability{text}");
     for (rank, (token, z)) in top.iter().enumerate() {
         println!(
-            "{:>5}  {:>10}  {:>13.6}   {:>11.9}",
+            "{:>5}  {:>10}  {:>13.6}   {:>11.9}{}",
             rank + 1,
             token,
             z,
-            (f64::from(*z) - lse).exp()
+            (f64::from(*z) - lse).exp(),
+            vocabulary.map_or(String::new(), |v| format!("   {}", v.shown(*token)))
         );
     }
 }

@@ -255,3 +255,107 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
     fails(upload("--local", fake), 1, &["shard 1", "5 bytes"]);
     assert!(!log.exists());
 }
+
+#[test]
+fn token_text_is_sliced_and_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    synth(d, "tiny.gguf", &[]);
+    let out = ok(cli(d, "slice --gguf tiny.gguf --shards 2 --out s"));
+    assert!(
+        out.contains("wrote the text of 4096 tokens to tokens.bin"),
+        "{out}"
+    );
+    let table = ok(cli(d, "logits --manifest s/manifest.json --local --seed 1"));
+    assert!(table.contains("probability   text"), "{table}");
+    assert!(
+        table
+            .lines()
+            .filter(|l| l.trim_end().ends_with('"'))
+            .count()
+            == 10,
+        "{table}"
+    );
+    let drawn = ok(cli(
+        d,
+        "sample --manifest s/manifest.json --local --hidden-seed 1 --seed 2",
+    ));
+    assert!(drawn.contains("  text \""), "{drawn}");
+    let lp = ok(cli(
+        d,
+        "logprobs --manifest s/manifest.json --local --hidden-seed 1 --tokens 0,1,2",
+    ));
+    assert!(lp.contains("\"<unk>\"") && lp.contains("\"</s>\""), "{lp}");
+
+    // A damaged file is refused by name; without one, ids alone.
+    let tokens = d.join("s/tokens.bin");
+    let mut bytes = fs::read(&tokens).unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    fs::write(&tokens, &bytes).unwrap();
+    fails(
+        cli(d, "logits --manifest s/manifest.json --local --seed 1"),
+        1,
+        &["tokens.bin", "checksum"],
+    );
+    fs::remove_file(&tokens).unwrap();
+    let plain = ok(cli(d, "logits --manifest s/manifest.json --local --seed 1"));
+    assert!(!plain.contains("text") && !plain.contains('"'), "{plain}");
+    // A stale tokens.bin is an earlier run's file: in the way without --force, replaced with it.
+    fs::create_dir(d.join("s2")).unwrap();
+    fs::write(d.join("s2/tokens.bin"), b"old").unwrap();
+    fails(
+        cli(d, "slice --gguf tiny.gguf --shards 2 --out s2"),
+        1,
+        &["tokens.bin", "--force"],
+    );
+    ok(cli(d, "slice --gguf tiny.gguf --shards 2 --out s2 --force"));
+    let again = ok(cli(
+        d,
+        "logits --manifest s2/manifest.json --local --seed 1",
+    ));
+    assert!(again.contains("probability   text"), "{again}");
+}
+
+/// A file as llama.cpp's tooling writes them, made by the PyPI `gguf` writer: 300 other tensors,
+/// 160,000 token strings and as many merges (an array that is skipped), alignment 64.
+#[test]
+fn a_gguf_from_the_gguf_package_with_a_large_vocabulary() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let script = r#"
+import sys, numpy as np, gguf
+w = gguf.GGUFWriter(sys.argv[1], "llama")
+w.add_custom_alignment(64)
+w.add_embedding_length(256)
+w.add_tokenizer_model("gpt2")
+w.add_token_list([("tok%d" % i) if i % 3 else (chr(0x120) + "w%d\n" % i) for i in range(160000)])
+w.add_token_merges(["a b"] * 160000)
+for i in range(300):
+    w.add_tensor("blk.%d.attn_norm.weight" % i, np.ones(256, dtype=np.float32))
+blocks = np.zeros((4096, 210), dtype=np.uint8)
+blocks[:, :128] = np.arange(128, dtype=np.uint8)
+blocks[:, 192:208] = 1
+blocks[:, 208:210] = np.frombuffer(np.float16(0.01).tobytes(), dtype=np.uint8)
+w.add_tensor("output.weight", blocks, raw_dtype=gguf.GGMLQuantizationType.Q6_K)
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+"#;
+    let made = std::process::Command::new("python3")
+        .args(["-c", script, d.join("big.gguf").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let out = ok(cli(d, "slice --gguf big.gguf --shards 2 --out s"));
+    assert!(out.contains("wrote the text of 160000 tokens"), "{out}");
+    let table = ok(cli(
+        d,
+        "logits --manifest s/manifest.json --local --seed 1 --top-k 3",
+    ));
+    assert!(
+        table.contains("\"tok") || table.contains("\"\u{120}w"),
+        "{table}"
+    );
+}
