@@ -19,6 +19,7 @@ mod progress;
 pub mod sample;
 pub mod slice;
 pub mod slices;
+pub mod source;
 pub mod synth;
 pub mod tokens;
 pub mod upload;

@@ -6,6 +6,7 @@ use anyhow::{bail, ensure, Context, Result};
 use kquant::{QuantType, QK_K};
 
 use crate::gguf::{ggml_type_name, Gguf};
+use crate::source::SourceType;
 
 /// The lm-head tensor's name.
 pub const OUTPUT: &str = "output.weight";
@@ -24,13 +25,17 @@ pub struct LmHead {
     pub model: String,
     /// Tensor name.
     pub tensor: String,
-    /// Weight format.
+    /// The format of the slices (what the shards run).
     pub ty: QuantType,
+    /// The format the GGUF stores (`Native(ty)` unless requantized).
+    pub source: SourceType,
+    /// Bytes of one stored row.
+    pub source_row_bytes: usize,
     /// Columns.
     pub hidden: usize,
     /// Rows.
     pub vocab: usize,
-    /// Bytes of one row.
+    /// Bytes of one slice row (in `ty`).
     pub row_bytes: usize,
     /// Absolute offset of row 0 in the file.
     pub data_offset: u64,
@@ -39,18 +44,24 @@ pub struct LmHead {
 }
 
 impl LmHead {
-    /// Finds and checks the lm-head of `gguf`.
-    pub fn find(gguf: &Gguf) -> Result<LmHead> {
-        locate(gguf).with_context(|| gguf.path.display().to_string())
+    /// Finds and checks the lm-head of `gguf`, to be sliced as stored or, with `requantize`,
+    /// converted to that type.
+    pub fn find(gguf: &Gguf, requantize: Option<QuantType>) -> Result<LmHead> {
+        locate(gguf, requantize).with_context(|| gguf.path.display().to_string())
     }
 
-    /// Bytes of the whole tensor.
+    /// Bytes of all the slices.
     pub fn total_bytes(&self) -> u64 {
         self.vocab as u64 * self.row_bytes as u64
     }
+
+    /// Whether slicing converts the rows (rather than copying the stored bytes).
+    pub fn requantized(&self) -> bool {
+        self.source != SourceType::Native(self.ty)
+    }
 }
 
-fn locate(gguf: &Gguf) -> Result<LmHead> {
+fn locate(gguf: &Gguf, requantize: Option<QuantType>) -> Result<LmHead> {
     let Some(t) = gguf.tensor(OUTPUT).or_else(|| gguf.tensor(TOKEN_EMBD)) else {
         let names: Vec<&str> = gguf
             .tensors
@@ -66,16 +77,32 @@ fn locate(gguf: &Gguf) -> Result<LmHead> {
         );
     };
     let name = &t.name;
-    let ty = QuantType::from_ggml_type(t.ggml_type).with_context(|| {
-        format!(
-            "tensor {name} has type {} (ggml type {}); supported: {}",
-            ggml_type_name(t.ggml_type).unwrap_or("unknown"),
+    let stored = ggml_type_name(t.ggml_type).unwrap_or("unknown");
+    let Some(source) = SourceType::from_ggml_type(t.ggml_type) else {
+        bail!(
+            "tensor {name} has type {stored} (ggml type {}); supported: q4_k and q6_k as they \
+             are, and {} with --requantize q6_k|q4_k",
             t.ggml_type,
-            QuantType::ALL
-                .map(|q| format!("{} ({})", q.name(), q.ggml_type()))
+            SourceType::ALL
+                .iter()
+                .filter(|s| !matches!(s, SourceType::Native(_)))
+                .map(|s| s.name())
+                .collect::<Vec<_>>()
                 .join(", ")
-        )
-    })?;
+        );
+    };
+    let ty = match (source, requantize) {
+        (_, Some(target)) => target,
+        (SourceType::Native(q), None) => q,
+        (_, None) => bail!(
+            "tensor {name} is stored as {}, which the shards do not run: pass --requantize q6_k \
+             ({} bytes per 256 weights) or --requantize q4_k ({}, smaller, less accurate); \
+             `plan --requantize …` shows the shards each needs",
+            source.name(),
+            QuantType::Q6K.block_bytes(),
+            QuantType::Q4K.block_bytes()
+        ),
+    };
     let &[hidden, vocab] = t.dims.as_slice() else {
         bail!(
             "tensor {name} has {} dimensions {:?}, expected 2 [hidden, vocab]",
@@ -93,13 +120,17 @@ fn locate(gguf: &Gguf) -> Result<LmHead> {
     let hidden = usize::try_from(hidden).context("hidden size too large")?;
     let vocab = usize::try_from(vocab).context("vocabulary too large")?;
     let row_bytes = ty.row_bytes(hidden)?;
+    let source_row_bytes = source.row_bytes(hidden)?;
     let start = gguf.data_start.checked_add(t.offset);
-    let end = start.and_then(|s| s.checked_add((row_bytes as u64).checked_mul(vocab as u64)?));
+    let end =
+        start.and_then(|s| s.checked_add((source_row_bytes as u64).checked_mul(vocab as u64)?));
     match (start, end) {
         (Some(start), Some(end)) if end <= gguf.file_len => Ok(LmHead {
             model: model_name(gguf),
             tensor: name.clone(),
             ty,
+            source,
+            source_row_bytes,
             hidden,
             vocab,
             row_bytes,
@@ -107,7 +138,7 @@ fn locate(gguf: &Gguf) -> Result<LmHead> {
             softcap: softcap(gguf)?,
         }),
         _ => bail!(
-            "tensor {name}: its data ({vocab} rows × {row_bytes} bytes at data offset {}) \
+            "tensor {name}: its data ({vocab} rows × {source_row_bytes} bytes at data offset {}) \
              extends past the end of the file ({} bytes): truncated or corrupt",
             t.offset,
             gguf.file_len

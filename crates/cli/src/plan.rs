@@ -15,9 +15,11 @@ use clap::Args as ClapArgs;
 use cobordism_protocol::{
     max_rows, mib_to_bytes, MemoryNeed, DEFAULT_BUDGET_MIB, MAX_SHARDS, MIN_BODIES_IN_FLIGHT,
 };
+use kquant::QuantType;
 
 use crate::gguf::Gguf;
 use crate::lm_head::LmHead;
+use crate::synth::QuantArg;
 use crate::{ExitError, EXIT_DOES_NOT_FIT};
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -39,6 +41,10 @@ pub struct Args {
     pub shards: usize,
     #[command(flatten)]
     pub budget: Budget,
+    /// Convert an lm-head stored as F32, F16, BF16, Q8_0 or Q5_K (or the other K type) to this
+    /// type: dequantized as ggml does, quantized with ggml's reference quantizer.
+    #[arg(long, value_name = "TYPE")]
+    pub requantize: Option<QuantArg>,
 }
 
 /// The per-slice memory budget option, shared with `slice`.
@@ -126,6 +132,14 @@ impl Plan {
             h.row_bytes,
             h.total_bytes() as f64 / MIB
         );
+        if h.requantized() {
+            println!(
+                "stored  {} ({} bytes per row), requantized to {} when sliced",
+                h.source.name(),
+                h.source_row_bytes,
+                h.ty.name()
+            );
+        }
         if let Some(c) = h.softcap {
             println!("softcap {c}");
         }
@@ -205,14 +219,20 @@ fn smallest_fitting(head: &LmHead, budget: Budget) -> Option<usize> {
 }
 
 /// Opens `gguf`, finds its lm-head and splits it.
-pub fn load(gguf: &std::path::Path, shards: usize, budget: Budget) -> Result<(Plan, Gguf)> {
+pub fn load(
+    gguf: &std::path::Path,
+    shards: usize,
+    budget: Budget,
+    requantize: Option<QuantArg>,
+) -> Result<(Plan, Gguf)> {
     let file = Gguf::open(gguf)?;
-    Ok((Plan::new(LmHead::find(&file)?, shards, budget)?, file))
+    let head = LmHead::find(&file, requantize.map(QuantType::from))?;
+    Ok((Plan::new(head, shards, budget)?, file))
 }
 
 /// Runs `cobordism plan`.
 pub fn run(args: &Args) -> Result<()> {
-    let (plan, _) = load(&args.gguf, args.shards, args.budget)?;
+    let (plan, _) = load(&args.gguf, args.shards, args.budget, args.requantize)?;
     plan.print();
     plan.check_fits()?;
     println!("\nall {} shard slices fit", plan.shards.len());
@@ -222,13 +242,15 @@ pub fn run(args: &Args) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kquant::QuantType;
+    use crate::source::SourceType;
 
     fn head(vocab: usize) -> LmHead {
         LmHead {
             model: "m".into(),
             tensor: "output.weight".into(),
             ty: QuantType::Q6K,
+            source: SourceType::Native(QuantType::Q6K),
+            source_row_bytes: 210,
             hidden: 256,
             vocab,
             row_bytes: 210,

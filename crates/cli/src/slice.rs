@@ -17,6 +17,8 @@ use indicatif::ProgressBar;
 use crate::gguf::{Value, TOKENS_KEY};
 use crate::plan::{self, Budget, Plan, ShardRows};
 use crate::progress;
+use crate::source::{ErrorStats, Requantizer};
+use crate::synth::QuantArg;
 use crate::tokens::{Vocabulary, TOKENS_FILE};
 
 /// Copy buffer size.
@@ -48,23 +50,29 @@ pub struct Args {
     /// Overwrite a manifest and slices already in DIR.
     #[arg(long)]
     pub force: bool,
+    /// Convert an lm-head stored as F32, F16, BF16, Q8_0 or Q5_K (or the other K type) to this
+    /// type, and report the error it adds.
+    #[arg(long, value_name = "TYPE")]
+    pub requantize: Option<QuantArg>,
 }
 
 /// Runs `cobordism slice`.
 pub fn run(args: &Args) -> Result<()> {
-    let (plan, gguf) = plan::load(&args.gguf, args.shards, args.budget)?;
+    let (plan, gguf) = plan::load(&args.gguf, args.shards, args.budget, args.requantize)?;
     plan.check_fits()?;
     prepare_dir(&args.out, args.force)?;
 
     let bar = progress::bytes(plan.head.total_bytes(), "slicing");
     let mut src =
         File::open(&args.gguf).with_context(|| format!("cannot open {}", args.gguf.display()))?;
-    let mut buf = vec![0u8; BUF_BYTES];
-    let shards = plan
+    let mut buf = vec![0u8; BUF_BYTES.max(plan.head.source_row_bytes)];
+    let (shards, errors): (Vec<ShardEntry>, Vec<Option<ErrorStats>>) = plan
         .shards
         .iter()
         .map(|s| copy_shard(&mut src, &args.gguf, &plan, s, &args.out, &mut buf, &bar))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .unzip();
     bar.finish_and_clear();
 
     let vocabulary = match gguf.get(TOKENS_KEY) {
@@ -89,6 +97,21 @@ pub fn run(args: &Args) -> Result<()> {
             s.bytes,
             s.checksum
         );
+    }
+    if plan.head.requantized() {
+        println!(
+            "\nrequantized from {} to {}: the error it added",
+            plan.head.source.name(),
+            plan.head.ty.name()
+        );
+        let errors: Vec<ErrorStats> = errors.into_iter().flatten().collect();
+        for (i, e) in errors.iter().enumerate() {
+            println!("  shard {i:>3}: {e}");
+        }
+        let total = errors
+            .iter()
+            .fold(ErrorStats::default(), |a, e| a.merge(*e));
+        println!("  overall:   {total}\n");
     }
     if let Some(v) = &vocabulary {
         println!("wrote the text of {} tokens to {TOKENS_FILE}", v.len());
@@ -146,30 +169,51 @@ fn copy_shard(
     dir: &Path,
     buf: &mut [u8],
     bar: &ProgressBar,
-) -> Result<ShardEntry> {
-    let start = plan.head.data_offset + s.row_start as u64 * plan.head.row_bytes as u64;
+) -> Result<(ShardEntry, Option<ErrorStats>)> {
+    let head = &plan.head;
+    let start = head.data_offset + s.row_start as u64 * head.source_row_bytes as u64;
     src.seek(SeekFrom::Start(start))?;
     let path = dir.join(format!("shard-{:02}.partial", s.index));
     let mut out = BufWriter::new(
         File::create(&path).with_context(|| format!("cannot create {}", path.display()))?,
     );
     let mut sum = Checksum::new();
-    let mut left = s.bytes;
+    let mut requantizer = head
+        .requantized()
+        .then(|| Requantizer::new(head.source, head.ty, head.hidden));
+    let mut converted = Vec::new();
+    // Whole stored rows per read.
+    let step = (buf.len() / head.source_row_bytes).max(1) * head.source_row_bytes;
+    let mut left = s.row_count as u64 * head.source_row_bytes as u64;
     while left > 0 {
-        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        src.read_exact(&mut buf[..n]).with_context(|| {
+        let n = step.min(usize::try_from(left).unwrap_or(usize::MAX));
+        let at = start + (s.row_count as u64 * head.source_row_bytes as u64 - left);
+        let chunk = &mut buf[..n];
+        src.read_exact(chunk).with_context(|| {
             format!(
-                "{}: reading shard {} at byte {}: the file ended early",
+                "{}: reading shard {} at byte {at}: the file ended early",
                 src_path.display(),
-                s.index,
-                start + (s.bytes - left)
+                s.index
             )
         })?;
-        sum.update(&buf[..n]);
-        out.write_all(&buf[..n])
+        let bytes: &[u8] = match &mut requantizer {
+            None => chunk,
+            Some(r) => {
+                converted.clear();
+                for (i, row) in chunk.chunks_exact(head.source_row_bytes).enumerate() {
+                    r.row(row, &mut converted).with_context(|| {
+                        let first = (at - head.data_offset) / head.source_row_bytes as u64;
+                        format!("requantizing row {}", first + i as u64)
+                    })?;
+                }
+                &converted
+            }
+        };
+        sum.update(bytes);
+        out.write_all(bytes)
             .with_context(|| format!("cannot write {}", path.display()))?;
         left -= n as u64;
-        bar.inc(n as u64);
+        bar.inc(bytes.len() as u64);
     }
     out.into_inner()
         .map_err(|e| e.into_error())
@@ -179,14 +223,15 @@ fn copy_shard(
     let key = slice_key(s.index, &checksum);
     let done = dir.join(&key);
     fs::rename(&path, &done).with_context(|| format!("cannot rename to {}", done.display()))?;
-    Ok(ShardEntry {
+    let entry = ShardEntry {
         index: s.index,
         row_start: s.row_start,
         row_count: s.row_count,
         key,
         bytes: s.bytes,
         checksum,
-    })
+    };
+    Ok((entry, requantizer.map(|r| r.error)))
 }
 
 fn manifest(plan: &Plan, shards: Vec<ShardEntry>) -> Manifest {
@@ -202,6 +247,7 @@ fn manifest(plan: &Plan, shards: Vec<ShardEntry>) -> Manifest {
         vocab: h.vocab,
         shard_count: shards.len(),
         softcap: h.softcap,
+        source_dtype: h.requantized().then(|| h.source.name().into()),
         shards,
     }
     .with_content_version()

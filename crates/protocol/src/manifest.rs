@@ -52,6 +52,10 @@ pub struct Manifest {
     pub shard_count: usize,
     /// Final-logit soft cap `c` (logits become `c·tanh(z/c)`), if the model has one.
     pub softcap: Option<f32>,
+    /// The type the GGUF stored the lm-head in, when `slice --requantize` converted it to
+    /// `dtype` (`f16`, `bf16`, `q8_0`, …); absent when the slices are the stored bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_dtype: Option<String>,
     /// One entry per shard, in index order, covering `0..vocab` without gaps.
     pub shards: Vec<ShardEntry>,
 }
@@ -271,6 +275,7 @@ mod tests {
             vocab: 6,
             shard_count: 2,
             softcap: Some(30.0),
+            source_dtype: None,
             shards,
         }
         .with_content_version()

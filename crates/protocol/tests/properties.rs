@@ -102,6 +102,7 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                     vocab,
                     shard_count: shards.len(),
                     softcap,
+                    source_dtype: None,
                     shards,
                 };
                 if own_version {

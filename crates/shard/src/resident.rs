@@ -135,8 +135,13 @@ enum Next {
 
 /// What a manifest check found.
 enum Found {
-    Same { etag: String },
-    New { etag: String, manifest: Manifest },
+    Same {
+        etag: String,
+    },
+    New {
+        etag: String,
+        manifest: Box<Manifest>,
+    },
 }
 
 fn loading_error(l: &Loading) -> ShardError {
@@ -307,7 +312,10 @@ impl Shard {
                 Ok(Some(_)) => match read_manifest(cfg, host).await {
                     Err(e) => Err(e.internal.unwrap_or(e.detail)),
                     Ok((etag, m)) if m.version == version => Ok(Found::Same { etag }),
-                    Ok((etag, manifest)) => Ok(Found::New { etag, manifest }),
+                    Ok((etag, manifest)) => Ok(Found::New {
+                        etag,
+                        manifest: Box::new(manifest),
+                    }),
                 },
             }
         }
@@ -351,7 +359,7 @@ impl Shard {
                     }
                     fit
                 };
-                match self.load(cfg, host, Some((etag, manifest))).await {
+                match self.load(cfg, host, Some((etag, *manifest))).await {
                     Err(e) if both_fit => {
                         let why = e.internal.clone().unwrap_or(e.detail);
                         Ok(self.check_failed(host.now_ms(), format!("the new version: {why}")))

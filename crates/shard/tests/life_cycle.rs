@@ -56,6 +56,7 @@ fn model(seed: u64, shards: usize) -> Model {
         vocab: VOCAB,
         shard_count: shards,
         softcap: None,
+        source_dtype: None,
         shards: entries,
     }
     .with_content_version();

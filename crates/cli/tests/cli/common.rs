@@ -72,7 +72,7 @@ pub fn synth(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
 
 /// The lm-head's raw bytes and header info.
 pub fn tensor_bytes(gguf: &Path) -> (LmHead, Vec<u8>) {
-    let head = LmHead::find(&Gguf::open(gguf).unwrap()).unwrap();
+    let head = LmHead::find(&Gguf::open(gguf).unwrap(), None).unwrap();
     let file = std::fs::read(gguf).unwrap();
     let start = head.data_offset as usize;
     let bytes = file[start..start + head.total_bytes() as usize].to_vec();

@@ -99,7 +99,27 @@ fn wrong_magic_and_versions() {
 #[test]
 fn unsupported_tensor_type_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    // Q8_0: 34 bytes per 32 weights.
+    // Q4_0: 18 bytes per 32 weights, not requantizable.
+    write_gguf(
+        &dir.path().join("q4_0.gguf"),
+        &[],
+        "output.weight",
+        &[512, 16],
+        2,
+        16 * 16 * 18,
+    );
+    fails(
+        plan(dir.path(), "q4_0.gguf"),
+        1,
+        &[
+            "q4_0.gguf",
+            "output.weight",
+            "Q4_0",
+            "ggml type 2",
+            "supported: q4_k and q6_k as they are, and f32, f16, bf16, q8_0, q5_k with --requantize",
+        ],
+    );
+    // Q8_0: 34 bytes per 32 weights, requantizable: the refusal names the flag.
     write_gguf(
         &dir.path().join("q8.gguf"),
         &[],
@@ -109,23 +129,12 @@ fn unsupported_tensor_type_is_named() {
         16 * 16 * 34,
     );
     fails(
-        plan(dir.path(), "q8.gguf"),
-        1,
-        &[
-            "q8.gguf",
-            "output.weight",
-            "Q8_0",
-            "ggml type 8",
-            "supported: q4_k (12), q6_k (14)",
-        ],
-    );
-    fails(
         run_in(
             dir.path(),
             &["slice", "--gguf", "q8.gguf", "--shards", "1", "--out", "s"],
         ),
         1,
-        &["Q8_0"],
+        &["stored as q8_0", "--requantize q6_k", "--requantize q4_k"],
     );
 }
 

@@ -5,3 +5,4 @@ mod gguf_errors;
 mod pipeline;
 mod properties;
 mod remote;
+mod requantize;
