@@ -226,8 +226,36 @@ pub fn load(
     requantize: Option<QuantArg>,
 ) -> Result<(Plan, Gguf)> {
     let file = Gguf::open(gguf)?;
-    let head = LmHead::find(&file, requantize.map(QuantType::from))?;
+    let head = match LmHead::find(&file, requantize.map(QuantType::from)) {
+        Err(e) if requantize.is_none() => return Err(with_choices(e, &file, budget)),
+        head => head?,
+    };
     Ok((Plan::new(head, shards, budget)?, file))
+}
+
+/// For an lm-head stored in a type that needs `--requantize`: what each target would take.
+fn with_choices(e: anyhow::Error, file: &Gguf, budget: Budget) -> anyhow::Error {
+    let choices: Vec<String> = [QuantType::Q6K, QuantType::Q4K]
+        .into_iter()
+        .filter_map(|ty| {
+            let head = LmHead::find(file, Some(ty)).ok()?;
+            let shards = smallest_fitting(&head, budget).map_or_else(
+                || "no shard count".into(),
+                |n| format!("at least {n} shards"),
+            );
+            Some(format!(
+                "--requantize {}: {:.1} MiB of slices, {shards} at {} MiB",
+                ty.name(),
+                head.total_bytes() as f64 / MIB,
+                budget.mib
+            ))
+        })
+        .collect();
+    if choices.is_empty() {
+        e
+    } else {
+        anyhow::anyhow!("{e:#}\n  {}", choices.join("\n  "))
+    }
 }
 
 /// Runs `cobordism plan`.
