@@ -44,6 +44,11 @@ impl std::error::Error for TopKError {}
 impl TopK {
     /// The top `k` of `logits`, whose first row is token `row_start`.
     pub fn compute(logits: &[f32], row_start: u32, k: usize) -> TopK {
+        TopK::compute_at(logits, row_start, k, 1.0)
+    }
+
+    /// [`TopK::compute`] with the log-sum-exp at `temperature`: `ln Σ exp(z / T)`.
+    pub fn compute_at(logits: &[f32], row_start: u32, k: usize, temperature: f32) -> TopK {
         let mut order: Vec<u32> = (0..logits.len() as u32).collect();
         let better =
             |a: &u32, b: &u32| by_logit(&(*a, logits[*a as usize]), &(*b, logits[*b as usize]));
@@ -55,19 +60,12 @@ impl TopK {
         order.sort_by(better);
         TopK {
             max_logit: logits.iter().copied().fold(f32::NEG_INFINITY, f32::max),
-            log_sum_exp: log_sum_exp(logits, 1.0) as f32,
+            log_sum_exp: log_sum_exp(logits, temperature) as f32,
             entries: order
                 .into_iter()
                 .map(|i| (row_start + i, logits[i as usize]))
                 .collect(),
         }
-    }
-
-    /// [`TopK::compute`] with the log-sum-exp at `temperature`: `ln Σ exp(z / T)`.
-    pub fn compute_at(logits: &[f32], row_start: u32, k: usize, temperature: f32) -> TopK {
-        let mut t = TopK::compute(logits, row_start, k);
-        t.log_sum_exp = log_sum_exp(logits, temperature) as f32;
-        t
     }
 
     /// Appends the wire form to `out`.
