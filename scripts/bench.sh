@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-9}
 scripts/setup.sh >/dev/null
-export PATH="$HOME/.cargo/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 unset RUSTFLAGS
 out=$PWD/target/bench && mkdir -p "$out" # absolute: the wasm runs (WASI) have no working directory
 wasi() { node --no-warnings=ExperimentalWarning scripts/wasi-run.mjs "$@"; }

@@ -8,7 +8,7 @@
 # Needs scripts/setup.sh's tools; builds what it needs (release kquant example, the worker).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$HOME/.cargo/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 unset RUSTFLAGS # it would replace .cargo/config.toml's per-target rustflags (simd128)
 out=target/bit-exact
 mkdir -p "$out"

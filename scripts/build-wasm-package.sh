@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 crate=$1 package=$2
 unset RUSTFLAGS # it would replace .cargo/config.toml's +simd128 for wasm32-unknown-unknown
-export PATH="$HOME/.cargo/bin:$PATH"
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 want=0.2.130
 have=$(wasm-bindgen --version | awk '{print $2}')
 [ "$have" = "$want" ] || { echo "build-wasm-package: wasm-bindgen CLI $have, the crates pin $want" >&2; exit 1; }

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-export PATH="$HOME/.cargo/bin:$PATH"
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 read -r -a wrangler <<<"${WRANGLER:-npx wrangler}" # a stand-in for tests
 token_file=${COBORDISM_TOKEN_FILE:-.cobordism/token}
 

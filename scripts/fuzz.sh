@@ -5,7 +5,7 @@
 # a crash fails the run — fix it and add a regression test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$HOME/.cargo/bin:$PATH"
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 unset RUSTFLAGS
 seconds=${1:-60}
 shift || true

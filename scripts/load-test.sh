@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-330}
 connections=${2:-4}
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
-export PATH="$HOME/.cargo/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 [ -f worker/build/index.js ] || scripts/build-worker.sh >/dev/null
 cargo build --release -q -p cobordism
 work=target/load-test

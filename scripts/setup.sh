@@ -11,7 +11,7 @@ case $purpose in demo | test) ;; *) echo "usage: scripts/setup.sh [demo|test]" >
 
 log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*"; }
 
-export PATH="$HOME/.cargo/bin:$PATH"
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 cargo_install() { # crate version [cargo install flags…]
   local crate=$1 version=$2
   shift 2
