@@ -351,10 +351,19 @@ pub(crate) fn prepare(x: &[f32], q4k: bool, prepared: &mut [f32]) {
     }
 }
 
-/// Exact f16 → f32 for the hot loops: the 15 magnitude bits shifted into an f32 and scaled by
-/// 2¹¹² (exact for normals and subnormals alike), infinities and NaNs rebuilt, the sign put back.
-/// Bit-identical to `half::f16::to_f32` for all 65536 inputs (see the tests) but branch-light,
-/// which matters on wasm where `half` has no hardware conversion.
+/// Exact f16 → f32 for the hot loops, without a floating-point operation on a subnormal
+/// operand: a normal f16 is moved into the f32 format by integer operations alone (its exponent
+/// rebiased by 127 − 15 = 112), a subnormal one is its 10-bit integer mantissa converted (exact)
+/// and scaled by 2⁻²⁴ (a normal product), infinities and NaNs are rebuilt, and the sign is put
+/// back. Bit-identical to `half::f16::to_f32` for all 65536 inputs (see the tests) but
+/// branch-light, which matters on wasm where `half` has no hardware conversion.
+///
+/// Real Q6_K lm-heads have many f16-subnormal block scales `d` (below 6.1e-5: weights of
+/// magnitude ~0.1 give `d` ≈ 0.1/(32·127)). The former form, `f32::from_bits(m << 13) · 2¹¹²`,
+/// fed those as subnormal f32 to a multiply, which x86 executes in a microcode assist of ~100
+/// cycles; wasm forbids flushing subnormals, so V8 cannot avoid it. On a slice made by the ggml
+/// quantizer that doubled the Q6_K kernels' time in wasm (exact 82 against 39 ms, int8 36
+/// against 19 ms; docs/BENCHMARKS.md).
 #[inline(always)]
 pub(crate) fn f16_to_f32(h: [u8; 2]) -> f32 {
     let h = u32::from(u16::from_le_bytes(h));
@@ -364,8 +373,13 @@ pub(crate) fn f16_to_f32(h: [u8; 2]) -> f32 {
     } else if magnitude == 0x7C00 << 13 {
         0x7F80_0000 // infinity
     } else {
-        let finite = (f32::from_bits(magnitude) * f32::from_bits(0x7780_0000)).to_bits(); // × 2¹¹²
-                                                                                          // A must-fail build's bug: nonzero finite values one ulp off.
+        let subnormal = ((h & 0x3FF) as f32 * f32::from_bits(0x3380_0000)).to_bits(); // · 2⁻²⁴
+        let finite = if h & 0x7C00 == 0 {
+            subnormal
+        } else {
+            magnitude + (112 << 23)
+        };
+        // A must-fail build's bug: nonzero finite values one ulp off.
         finite + u32::from(cfg!(kquant_perturb = "f16") && magnitude != 0)
     };
     f32::from_bits(value | (h & 0x8000) << 16)

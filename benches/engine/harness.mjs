@@ -1,0 +1,60 @@
+// The engine benchmark's measurements, shared by Node (node.mjs) and workerd (worker.mjs): the
+// same calls on the same wasm module (src/lib.rs), timed with the clock each runtime offers.
+// workerd's clock has millisecond steps, so every timed run lasts at least `minMs`.
+
+const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+
+function name(ex, i) {
+  const bytes = new Uint8Array(ex.memory.buffer, ex.idiom_name(i), ex.name_len(i));
+  return new TextDecoder().decode(bytes);
+}
+
+/// Nanoseconds per operation of each idiom: passes calibrated to last `minMs`, median of `runs`.
+export function idioms(ex, now, { runs = 5, minMs = 40 } = {}) {
+  const results = [];
+  for (let i = 0; i < ex.idiom_count(); i++) {
+    let passes = 16;
+    for (;;) {
+      const t = now();
+      ex.idiom(i, passes);
+      if (now() - t >= minMs) break;
+      passes *= 2;
+    }
+    const times = [];
+    for (let r = 0; r < runs; r++) {
+      const t = now();
+      ex.idiom(i, passes);
+      times.push(now() - t);
+    }
+    const ns = (median(times) * 1e6) / (passes * ex.idiom_ops(i));
+    results.push({ name: name(ex, i), nsPerOp: ns });
+  }
+  return results;
+}
+
+/// Milliseconds per call of `f`, called until `minMs` have passed (one call if it is longer).
+function perCall(now, f, minMs) {
+  const t = now();
+  let calls = 0;
+  do {
+    f();
+    calls++;
+  } while (now() - t < minMs);
+  return (now() - t) / calls;
+}
+
+/// One case's kernel: the first call after setup (what a cold request's compute pays while the
+/// engine may still run baseline code), then the median of `runs` warm timings, and the memory
+/// floor (a sequential read of the same bytes); ms per call.
+export function kernel(ex, now, { kase, batch = 1, int8 = false, runs = 5, minMs = 40 }) {
+  if (ex.kernel_setup(kase, batch) === 0) throw new Error(`no benchmark case ${kase}`);
+  const run = () => {
+    if (Number.isNaN(ex.kernel_run(int8 ? 1 : 0))) throw new Error("kernel_run failed");
+  };
+  const t = now();
+  run();
+  const first = now() - t;
+  const warm = median(Array.from({ length: runs }, () => perCall(now, run, minMs)));
+  const floor = median(Array.from({ length: runs }, () => perCall(now, () => ex.floor_run(), minMs)));
+  return { first, warm, floor };
+}

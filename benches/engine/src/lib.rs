@@ -1,0 +1,154 @@
+//! A wasm module (no wasm-bindgen, plain exports) that times kquant's simd128 kernels and the
+//! operations they are built from, so that workerd and Node run the very same code from the same
+//! JavaScript harness (`benches/engine/harness.mjs`).
+//!
+//! Exports, all plain numbers:
+//!
+//! * `idiom_count()`, `idiom_name(i)` / `name_len(i)` (UTF-8 in linear memory), `idiom_ops(i)`,
+//!   `idiom(i, passes)`: one of the [`idioms`], `passes` times over its L1-resident buffer.
+//! * `kernel_setup(case, batch)`: synthesizes one of the benchmark cases' weights (the shapes
+//!   of `docs/BENCHMARKS.md`) and `batch` activation vectors; answers the weight bytes, 0 when
+//!   the case does not exist.
+//! * `kernel_run(int8)`: one `mat_mat` (exact or int8) of the batch against the weights; the
+//!   first result, so nothing is optimized away.
+//! * `floor_run()`: a sequential read of the same weight bytes (the memory floor).
+//!
+//! Errors come back as NaN or 0, never as a panic: a trap would end the benchmark's isolate.
+
+use core::arch::wasm32::v128;
+use std::cell::RefCell;
+
+use cobordism_benches::{sequential_read, CASES};
+use kquant::{Backend, QMatrix};
+
+pub mod idioms;
+
+/// The weights, activations and buffers of the case being timed.
+struct Kernel {
+    case: usize,
+    weights: Vec<u8>,
+    xs: Vec<f32>,
+    out: Vec<f32>,
+    scratch: Vec<f32>,
+}
+
+thread_local! {
+    static KERNEL: RefCell<Option<Kernel>> = const { RefCell::new(None) };
+    static BUFFER: (Vec<v128>, Vec<u8>) = {
+        let bytes: Vec<u8> = (0..16 * idioms::VECTORS + 64).map(|i| (i * 151 + 7) as u8).collect();
+        let vectors = bytes[..16 * idioms::VECTORS]
+            .chunks_exact(16)
+            .map(bytemuck::pod_read_unaligned)
+            .collect();
+        (vectors, bytes)
+    };
+}
+
+#[no_mangle]
+pub extern "C" fn idiom_count() -> u32 {
+    idioms::IDIOMS.len() as u32
+}
+
+#[no_mangle]
+pub extern "C" fn idiom_name(i: u32) -> *const u8 {
+    idioms::IDIOMS
+        .get(i as usize)
+        .map_or(core::ptr::null(), |d| d.name.as_ptr())
+}
+
+#[no_mangle]
+pub extern "C" fn name_len(i: u32) -> u32 {
+    idioms::IDIOMS
+        .get(i as usize)
+        .map_or(0, |d| d.name.len() as u32)
+}
+
+#[no_mangle]
+pub extern "C" fn idiom_ops(i: u32) -> u32 {
+    idioms::IDIOMS.get(i as usize).map_or(0, |d| d.ops)
+}
+
+#[no_mangle]
+pub extern "C" fn idiom(i: u32, passes: u32) -> u32 {
+    let Some(d) = idioms::IDIOMS.get(i as usize) else {
+        return 0;
+    };
+    BUFFER.with(|(vectors, bytes)| {
+        let mut check = 0u32;
+        for _ in 0..passes {
+            let r: [u32; 4] = bytemuck::cast((d.pass)(core::hint::black_box(vectors), bytes));
+            check = check.wrapping_add(r[0] ^ r[3]);
+        }
+        check
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn kernel_setup(case: u32, batch: u32) -> u32 {
+    let Some(c) = CASES.get(case as usize) else {
+        return 0;
+    };
+    let batch = batch.clamp(1, 8) as usize;
+    let (weights, x) = c.data(1);
+    let xs: Vec<f32> = (0..batch).flat_map(|_| x.iter().copied()).collect();
+    let m = QMatrix::new(c.ty, &weights, c.rows, c.cols).expect("valid case");
+    let scratch = vec![0.0; batch * m.scratch_len().max(m.int8_scratch_len())];
+    let bytes = weights.len() as u32;
+    KERNEL.with(|k| {
+        *k.borrow_mut() = Some(Kernel {
+            case: case as usize,
+            weights,
+            xs,
+            out: vec![0.0; batch * c.rows],
+            scratch,
+        })
+    });
+    bytes
+}
+
+#[no_mangle]
+pub extern "C" fn kernel_run(int8: u32) -> f32 {
+    KERNEL.with(|k| {
+        let mut k = k.borrow_mut();
+        let Some(k) = k.as_mut() else {
+            return f32::NAN;
+        };
+        let c = CASES[k.case];
+        let Ok(m) = QMatrix::new(c.ty, &k.weights, c.rows, c.cols) else {
+            return f32::NAN;
+        };
+        let n = k.xs.len() / c.cols;
+        let scratch_len = n * if int8 == 0 {
+            m.scratch_len()
+        } else {
+            m.int8_scratch_len()
+        };
+        let scratch = &mut k.scratch[..scratch_len];
+        let done = if int8 == 0 {
+            m.mat_mat_with(Backend::best(), &k.xs, &mut k.out, scratch)
+        } else {
+            m.mat_mat_int8_with(Backend::best(), &k.xs, &mut k.out, scratch)
+        };
+        done.map_or(f32::NAN, |()| k.out[0])
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn floor_run() -> u32 {
+    KERNEL.with(|k| {
+        k.borrow()
+            .as_ref()
+            .map_or(0, |k| sequential_read(&k.weights) as u32)
+    })
+}
+
+/// Where the weights of the case set up last live in linear memory (0 before any setup): the
+/// harness may overwrite them with the bytes of a real slice of the same shape.
+#[no_mangle]
+pub extern "C" fn weights_ptr() -> *mut u8 {
+    KERNEL.with(|k| {
+        k.borrow_mut()
+            .as_mut()
+            .map_or(core::ptr::null_mut(), |k| k.weights.as_mut_ptr())
+    })
+}
