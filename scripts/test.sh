@@ -45,7 +45,7 @@ cargo build -p kquant --no-default-features --target thumbv7em-none-eabihf
 cargo build -p kquant --release --target wasm32-unknown-unknown
 ok
 
-step "shard worker: build (worker-build) and the test build, wrangler dry-run deploy of s0…s7"
+step "shard worker: build (wasm-bindgen + esbuild) and the test build, wrangler dry-run deploy of s0…s7"
 scripts/build-worker.sh
 scripts/build-worker.sh --test # fault routes, wasm memory capped at 112 MiB (own target dir)
 cargo build --release -p cobordism

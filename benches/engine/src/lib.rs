@@ -14,6 +14,8 @@
 //! * `floor_run()`: a sequential read of the same weight bytes (the memory floor).
 //!
 //! Errors come back as NaN or 0, never as a panic: a trap would end the benchmark's isolate.
+//! On other targets the crate is empty.
+#![cfg(target_arch = "wasm32")]
 
 use core::arch::wasm32::v128;
 use std::cell::RefCell;
