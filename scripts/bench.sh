@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Regenerates docs/BENCHMARKS.md and docs/benchmarks.svg in one run: kquant per backend and
-# mode next to the memory floor (native and wasm32 under Node), the candle-core peer (native
-# and wasm), the JavaScript package against plain JS, the shard end to end in workerd, and
-# callgrind instruction counts. Takes about 10 minutes. Usage: scripts/bench.sh [RUNS]
+# Regenerates docs/BENCHMARKS.md and docs/benchmarks.svg in one run: first the wasm kernels where
+# users run them, in workerd beside Node (benches/engine: the same module and harness in both,
+# with the memory floor, batches and the simd128 idioms), then kquant per backend and mode next to
+# the memory floor (native and wasm32 under Node), the candle-core peer (native and wasm), the
+# JavaScript package against plain JS, the shard end to end in workerd (with its per-request
+# overhead), and callgrind instruction counts. Takes about 12 minutes. Usage: scripts/bench.sh [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-9}
@@ -15,11 +17,15 @@ wasi() { node --no-warnings=ExperimentalWarning scripts/wasi-run.mjs "$@"; }
 echo "building…" >&2
 cargo build -q --release -p cobordism-benches -p cobordism-peers -p cobordism
 cargo build -q --release -p cobordism-benches -p cobordism-peers --target wasm32-wasip1
+cargo build -q --release -p cobordism-engine-bench --target wasm32-unknown-unknown
 scripts/check-wasm.sh target/wasm32-wasip1/release/kernel-timing.wasm \
-  target/wasm32-wasip1/release/peer-timing.wasm >&2
+  target/wasm32-wasip1/release/peer-timing.wasm \
+  target/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm >&2
 scripts/build-worker.sh >/dev/null
 scripts/build-kquant-js.sh >/dev/null
 
+echo "wasm kernels in workerd and Node…" >&2
+node benches/engine/run.mjs --runs "$runs" --jobs kernels,batches,idioms >"$out/engine.md"
 echo "kquant native / wasm…" >&2
 target/release/kernel-timing "$runs" --json "$out/native.jsonl" >"$out/native.md"
 wasi target/wasm32-wasip1/release/kernel-timing.wasm "$runs" --json "$out/wasm.jsonl" >"$out/wasm.md"
@@ -68,6 +74,18 @@ Modes: **exact** is the canonical f32 order (bit-identical on every backend, ~1e
 error); **int8** is the opt-in fast mode (x quantized to 8 bits per 256 columns, exact integer
 sums, still bit-identical on every backend, ~7e-3 of max |y| like candle and ggml, which
 always quantize x).
+
+## Where users run it: the wasm kernels in workerd (V8 14.7) beside Node 20 (V8 11.3)
+
+\`node benches/engine/run.mjs\`: one wasm module (\`benches/engine\`, plain exports) and one
+harness in both runtimes, each job in a fresh process; workerd $(node -p 'require("workerd/package.json").version'),
+medians of $runs. "First call" is the first mat-vec after the module loaded (what a cold
+request's compute pays); the memory floor is a sequential read of the same bytes in the same
+engine. Batches are the int8 mode over 1–8 vectors (speculative decoding). The idioms are the
+simd128 operations the kernels are built from, each alone on 16 KiB in L1. candle's simd128
+kernel is in the peer table below (Node).
+
+$(cat "$out/engine.md")
 
 ## kquant, native x86_64
 

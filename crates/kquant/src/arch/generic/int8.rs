@@ -146,6 +146,7 @@ fn chunk_sum<V: Vector>(
 pub(super) struct Q6KQ8;
 
 impl RowKernel for Q6KQ8 {
+    const WIDEST_PASS: usize = 8;
     type Block = BlockQ6K;
 
     #[inline(always)]
@@ -182,6 +183,7 @@ impl RowKernel for Q6KQ8 {
 pub(super) struct Q4KQ8;
 
 impl RowKernel for Q4KQ8 {
+    const WIDEST_PASS: usize = 8;
     type Block = BlockQ4K;
 
     #[inline(always)]

@@ -271,6 +271,8 @@ pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
 
 /// A row kernel of one format: a row's blocks and `N` prepared vectors in, `N` results out.
 trait RowKernel: Copy {
+    /// The most vectors one pass takes (each pass reads the weights once).
+    const WIDEST_PASS: usize = 4;
     type Block;
     fn dot<V: Vector, const N: usize>(self, v: V, row: &[Self::Block], xs: [&[f32]; N])
         -> [f32; N];
@@ -290,13 +292,14 @@ fn mat_mul<V: Vector, K: RowKernel>(
     let p = prepared.len() / (out.len() / rows);
     let (mut xs, mut ys) = (prepared, out);
     while !ys.is_empty() {
-        let take = [4, 2, 1]
+        let take = [8, 4, 2, 1]
             .into_iter()
-            .find(|&t| t * rows <= ys.len())
+            .find(|&t| t <= K::WIDEST_PASS && t * rows <= ys.len())
             .unwrap_or(1);
         let (x, rest_x) = xs.split_at(take * p);
         let (y, rest_y) = core::mem::take(&mut ys).split_at_mut(take * rows);
         match take {
+            8 => mat_mul_pass::<V, K, 8>(v, kernel, blocks, x, y),
             4 => mat_mul_pass::<V, K, 4>(v, kernel, blocks, x, y),
             2 => mat_mul_pass::<V, K, 2>(v, kernel, blocks, x, y),
             _ => mat_mul_pass::<V, K, 1>(v, kernel, blocks, x, y),
