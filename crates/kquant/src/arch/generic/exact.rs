@@ -54,7 +54,7 @@ impl RowKernel for Q6K {
         for (i, b) in row.iter().enumerate() {
             let xb = blocks_of_x.map(|x| &x[i]);
             let ds = q6k_scales(b);
-            each_step!(V, s => {
+            each_step!(V::UNROLL_STEPS, s => {
                 for c in 0..16 / V::LANES {
                     let q = q6k_chunk(v, b, s, c);
                     let w = [0, 1, 2, 3].map(|k| q6k_weight(v, q, k));

@@ -158,7 +158,7 @@ impl RowKernel for Q6KQ8 {
             let d = v.f16_to_f32(b.d);
             let xb = prepared.map(|x| x.block(i));
             let mut sums = [v.splat_u(0); N];
-            for s in 0..4 {
+            each_step!(V::unroll_int8_steps(N), s => {
                 for c in 0..16 / V::LANES {
                     let q = q6k_chunk(v, b, s, c);
                     let at = 64 * s + 4 * V::LANES * c;
@@ -167,7 +167,7 @@ impl RowKernel for Q6KQ8 {
                         *sum = chunk_sum(v, *sum, q, x, at, scales);
                     }
                 }
-            }
+            });
             for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&xb) {
                 let (total, offset) = v.sum_and_dot16(sum, &sc, x.bsums);
                 let total = total.wrapping_sub(32 * offset);
@@ -201,7 +201,7 @@ impl RowKernel for Q4KQ8 {
             let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
             let xb = prepared.map(|x| x.block(i));
             let mut sums = [v.splat_u(0); N];
-            for s in 0..4 {
+            each_step!(V::unroll_int8_steps(N), s => {
                 for c in 0..16 / V::LANES {
                     let q = v.and(q4k_chunk(v, b, s, c), v.splat_u(0x0F0F_0F0F));
                     let at = 64 * s + 4 * V::LANES * c;
@@ -210,7 +210,7 @@ impl RowKernel for Q4KQ8 {
                         *sum = chunk_sum(v, *sum, q, x, at, scales);
                     }
                 }
-            }
+            });
             for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&xb) {
                 let (total, mins) = v.sum_and_dot16(sum, &m, x.bsums);
                 *a += (d * x.dx) * total as f32 - (dmin * x.dx) * mins as f32;

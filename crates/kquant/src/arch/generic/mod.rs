@@ -73,8 +73,8 @@
 /// closure: a closure is a separate function that does not reliably inline into a
 /// `#[target_feature]` caller.
 macro_rules! each_step {
-    ($v:ty, $s:ident => $body:block) => {
-        if <$v as Vector>::UNROLL_STEPS {
+    ($unroll:expr, $s:ident => $body:block) => {
+        if $unroll {
             {
                 let $s: usize = 0;
                 $body
@@ -116,6 +116,12 @@ pub(crate) trait Vector: Copy {
     /// the unrolled code spills (AVX2: 7 % slower although callgrind counts 10 % fewer
     /// instructions; wasm in V8: 64 against 38 ms), so the others leave it to the compiler.
     const UNROLL_STEPS: bool = false;
+    /// Whether the int8 kernels unroll their four steps in a pass of `vectors` vectors.
+    #[inline(always)]
+    fn unroll_int8_steps(vectors: usize) -> bool {
+        let _ = vectors;
+        false
+    }
     /// Test-only switch that makes this backend break the canonical order: set by
     /// `--cfg kquant_perturb="order"` in a must-fail build only.
     const PERTURBED: bool = cfg!(kquant_perturb = "order");
@@ -309,8 +315,13 @@ fn mat_mul<V: Vector, K: RowKernel>(
 }
 
 /// One pass: `N` prepared vectors (back to back in `x`) against every row; results back to
-/// back in `y`.
-#[inline(always)]
+/// back in `y`. In wasm each pass is a function of its own: inlined, all passes of all kernels
+/// make one huge function, whose code V8 optimizes worse (Q4_K int8 in passes of four: 54
+/// against 36 ms per call in workerd). simd128 is enabled for the whole wasm build, so the
+/// separate function keeps its SIMD; native passes stay inlined into their backend's
+/// `#[target_feature]` entry point, without which their intrinsics would not inline.
+#[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+#[cfg_attr(target_arch = "wasm32", inline(never))]
 fn mat_mul_pass<V: Vector, K: RowKernel, const N: usize>(
     v: V,
     kernel: K,
