@@ -22,28 +22,32 @@ pub struct Idiom {
     pub pass: fn(&[v128], &[u8]) -> v128,
 }
 
-/// Runs `f` on every vector with four accumulators (lane-wise i32 additions).
+/// Runs `f` on every vector and folds the results into four accumulators with `add`.
 #[inline(always)]
-fn fold(buf: &[v128], f: impl Fn(v128, usize) -> v128) -> v128 {
-    let mut acc = [i32x4_splat(0); 4];
+fn fold_by(
+    buf: &[v128],
+    add: impl Fn(v128, v128) -> v128,
+    f: impl Fn(v128, usize) -> v128,
+) -> v128 {
+    let mut acc = [i32x4_splat(0); 4]; // also f32 +0.0 in every lane
     for (i, chunk) in buf.chunks_exact(4).enumerate() {
         for (a, (k, &v)) in acc.iter_mut().zip(chunk.iter().enumerate()) {
-            *a = i32x4_add(*a, f(v, 4 * i + k));
+            *a = add(*a, f(v, 4 * i + k));
         }
     }
-    i32x4_add(i32x4_add(acc[0], acc[1]), i32x4_add(acc[2], acc[3]))
+    add(add(acc[0], acc[1]), add(acc[2], acc[3]))
 }
 
-/// The same with f32 accumulators (additions in f32).
+/// Integer idioms: lane-wise i32 additions.
+#[inline(always)]
+fn fold(buf: &[v128], f: impl Fn(v128, usize) -> v128) -> v128 {
+    fold_by(buf, |a, b| i32x4_add(a, b), f)
+}
+
+/// Float idioms: f32 additions.
 #[inline(always)]
 fn fold_f32(buf: &[v128], f: impl Fn(v128, usize) -> v128) -> v128 {
-    let mut acc = [f32x4_splat(0.0); 4];
-    for (i, chunk) in buf.chunks_exact(4).enumerate() {
-        for (a, (k, &v)) in acc.iter_mut().zip(chunk.iter().enumerate()) {
-            *a = f32x4_add(*a, f(v, 4 * i + k));
-        }
-    }
-    f32x4_add(f32x4_add(acc[0], acc[1]), f32x4_add(acc[2], acc[3]))
+    fold_by(buf, |a, b| f32x4_add(a, b), f)
 }
 
 fn load(buf: &[v128], _: &[u8]) -> v128 {
