@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use cobordism_protocol::{decode_hidden, Form, HiddenError, Precision, MAX_BATCH, MAX_HIDDEN};
+use cobordism_protocol::{decode_hidden, max_body_bytes, Form, HiddenError, Precision, MAX_HIDDEN};
 use cobordism_shard::{too_large, Body, BodyPool, Settings, Shard, ShardError};
 use futures_util::StreamExt;
 use serde_json::json;
@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use crate::r2::R2;
 
 /// Largest body any manifest allows: refused from its `Content-Length` before anything else.
-const MAX_BODY_BYTES: usize = MAX_BATCH * 4 * MAX_HIDDEN;
+const MAX_BODY_BYTES: usize = max_body_bytes(MAX_HIDDEN as u64) as usize;
 
 thread_local! {
     /// This isolate's slice.
@@ -97,7 +97,7 @@ pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Res
     let (hidden, slots) = shard
         .with_resident(|r| (r.manifest.hidden, r.need.bodies_in_flight(cfg.budget_bytes)))
         .ok_or_else(replaced)?;
-    let cap = MAX_BATCH * 4 * hidden;
+    let cap = max_body_bytes(hidden as u64) as usize;
     if declared.is_some_and(|n| n > cap as u64) {
         return Err(too_large(cap).into());
     }

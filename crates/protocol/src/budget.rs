@@ -20,7 +20,7 @@
 
 use kquant::QuantType;
 
-use crate::{Manifest, ShardEntry, MAX_BATCH};
+use crate::{max_body_bytes, Manifest, ShardEntry, MAX_BATCH};
 
 /// The default budget: 100 MiB of wasm memory, leaving ~28 MB of the isolate's 128 MB for the
 /// runtime, the JavaScript heap, the wasm stack and the allocator's slack.
@@ -62,7 +62,7 @@ impl MemoryNeed {
             scratch: floats(batch.saturating_mul(ty.scratch_len(hidden as usize) as u64)),
             // x, logits, and the answer (the logits' bytes, or top-k's index of the same size)
             compute: floats(batch.saturating_mul(hidden.saturating_add(rows.saturating_mul(2)))),
-            body: floats(batch.saturating_mul(hidden)),
+            body: max_body_bytes(hidden),
         }
     }
 

@@ -5,6 +5,12 @@ use core::fmt;
 /// Most hidden vectors in one request (the slice is read once for all of them).
 pub const MAX_BATCH: usize = 8;
 
+/// The largest request body for vectors of `hidden` floats: `MAX_BATCH` of them, 4 bytes each
+/// (saturating, for a `hidden` not yet validated).
+pub const fn max_body_bytes(hidden: u64) -> u64 {
+    (MAX_BATCH as u64 * 4).saturating_mul(hidden)
+}
+
 /// Why a request body was refused.
 #[derive(Clone, Debug, PartialEq)]
 pub enum HiddenError {
