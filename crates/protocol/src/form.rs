@@ -287,31 +287,25 @@ mod tests {
     }
 
     #[test]
-    fn top_k_at_temperature_one_is_the_plain_top_k() {
+    fn top_k_sections_hold_the_best_logits_and_the_log_sum_exp_at_t() {
+        // Checked against a direct f64 computation, not against TopK's own code.
         let logits = [0.5f32, 3.0, -1.0, 3.0, 2.0];
-        let mut plain = Vec::new();
-        TopK::compute(&logits, 7, 2).encode_into(&mut plain);
-        assert_eq!(
-            Form::TopK {
-                k: 2,
-                temperature: 1.0
-            }
-            .encode(&logits, 5, 7),
-            plain
-        );
-        let hot = TopK::decode_all(
-            &Form::TopK {
-                k: 2,
-                temperature: 2.0,
-            }
-            .encode(&logits, 5, 7),
-        )
-        .unwrap();
-        let want = logits
-            .iter()
-            .map(|&z| (f64::from(z) / 2.0).exp())
-            .sum::<f64>()
-            .ln();
-        assert!((f64::from(hot[0].log_sum_exp) - want).abs() < 1e-6);
+        for temperature in [1.0f32, 2.0] {
+            let form = Form::TopK { k: 2, temperature };
+            let sections = TopK::decode_all(&form.encode(&logits, 5, 7)).unwrap();
+            let section = &sections[0];
+            assert_eq!(section.max_logit, 3.0);
+            assert_eq!(section.entries, [(8, 3.0), (10, 3.0)], "T = {temperature}");
+            let want = logits
+                .iter()
+                .map(|&z| (f64::from(z) / f64::from(temperature)).exp())
+                .sum::<f64>()
+                .ln();
+            assert!(
+                (f64::from(section.log_sum_exp) - want).abs() < 1e-6,
+                "T = {temperature}: {} against {want}",
+                section.log_sum_exp
+            );
+        }
     }
 }
