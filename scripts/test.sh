@@ -42,7 +42,7 @@ ok
 
 step "no_std: bare-metal build, and the wasm32-unknown-unknown build"
 cargo build -p kquant --no-default-features --target thumbv7em-none-eabihf
-cargo build -p kquant --release --target wasm32-unknown-unknown
+cargo build -p kquant -p cobordism-engine-bench --release --target wasm32-unknown-unknown
 ok
 
 step "shard worker: build (wasm-bindgen + esbuild) and the test build, wrangler dry-run deploy of s0…s7"
@@ -62,6 +62,10 @@ ok
 step "every .wasm validates with relaxed SIMD disabled"
 scripts/check-wasm.sh target/wasm32-wasip1/debug/deps/*.wasm target/wasm32-unknown-unknown/release/*.wasm \
   worker/build/*.wasm target/worker-test/build/*.wasm
+ok
+
+step "engine benchmark harness (one run, not a measurement): kernels and idioms in workerd and Node"
+node benches/engine/run.mjs --runs 1 --jobs idioms,kernels >/dev/null
 ok
 
 step "shard worker in workerd (Miniflare) against a local R2 bucket; deploy-all with a stand-in wrangler"
