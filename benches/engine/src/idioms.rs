@@ -168,7 +168,7 @@ pub const IDIOMS: [Idiom; 15] = [
         pass: load,
     },
     Idiom {
-        name: "v128.load at +4·k bytes",
+        name: "v128.load at +4·k bytes (with a Rust slice check)",
         ops: 1024,
         pass: load_unaligned,
     },

@@ -118,8 +118,7 @@ pub(crate) trait Vector: Copy {
     const UNROLL_STEPS: bool = false;
     /// Whether the int8 kernels unroll their four steps in a pass of `vectors` vectors.
     #[inline(always)]
-    fn unroll_int8_steps(vectors: usize) -> bool {
-        let _ = vectors;
+    fn unroll_int8_steps(_vectors: usize) -> bool {
         false
     }
     /// Test-only switch that makes this backend break the canonical order: set by
