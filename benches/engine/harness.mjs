@@ -58,3 +58,20 @@ export function kernel(ex, now, { kase, batch = 1, int8 = false, runs = 5, minMs
   const floor = median(Array.from({ length: runs }, () => perCall(now, () => ex.floor_run(), minMs)));
   return { first, warm, floor };
 }
+
+/// Issue 15 item 3's prototype (src/layout.rs): the Q6_K case's exact mat-vec on ggml's layout
+/// (the production kernel) and on the packed6 copy, alternated run by run; ms per call. Throws
+/// unless the packed kernel gives the production kernel's bits on every row.
+export function layout(ex, now, { runs = 5, minMs = 40 }) {
+  if (ex.kernel_setup(0, 1) === 0) throw new Error("no benchmark case 0");
+  if (ex.layout_setup() !== 1) throw new Error("packed6 kernel differs from the production kernel");
+  const ggml = () => ex.kernel_run(0);
+  const packed = () => ex.layout_run();
+  for (const f of [ggml, packed]) f(); // both past their first (baseline-compiled) call
+  const times = { ggml: [], packed: [] };
+  for (let r = 0; r < runs; r++) {
+    times.ggml.push(perCall(now, ggml, minMs));
+    times.packed.push(perCall(now, packed, minMs));
+  }
+  return { ggml: median(times.ggml), packed: median(times.packed) };
+}

@@ -2,7 +2,7 @@
 // JSON (run.mjs starts one process per job, so each job meets a fresh engine).
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
-import { idioms, kernel } from "./harness.mjs";
+import { idioms, kernel, layout } from "./harness.mjs";
 
 const [wasmPath, jobJson] = process.argv.slice(2);
 const job = JSON.parse(jobJson);
@@ -12,6 +12,7 @@ const now = () => performance.now();
 let result;
 if (job.what === "idioms") result = idioms(ex, now, job);
 else if (job.what === "kernel") result = kernel(ex, now, job);
+else if (job.what === "layout") result = layout(ex, now, job);
 else if (job.what === "engine") result = (await import("./natives.mjs")).engine();
 else throw new Error(`unknown job ${job.what}`);
 console.log(JSON.stringify(result));

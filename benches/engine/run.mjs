@@ -155,4 +155,16 @@ if (wanted.includes("batches")) {
   console.log();
 }
 
+if (wanted.includes("layout")) {
+  const job = { what: "layout", runs };
+  const [w, n] = [await inWorkerd(job), inNode(job)];
+  console.log("| q6_k 32768×5376 exact, one vector | workerd ms | Node ms |");
+  console.log("|---|---:|---:|");
+  console.log(`| ggml's layout (the production kernel) | ${fmt(w.ggml)} | ${fmt(n.ggml)} |`);
+  console.log(`| packed6 prototype (same bits, checked on every row) | ${fmt(w.packed)} | ${fmt(n.packed)} |`);
+  console.log(`| packed6 / ggml | ${fmt(w.packed / w.ggml, 2)} | ${fmt(n.packed / n.ggml, 2)} |`);
+  console.log();
+  json.push({ job: "layout", workerd: w, node: n });
+}
+
 if (values.json) writeFileSync(values.json, json.map((j) => JSON.stringify(j)).join("\n") + "\n");

@@ -1,7 +1,7 @@
 // The engine benchmark inside workerd: one POSTed job (JSON) runs harness.mjs on the wasm module
 // and answers its results as JSON. run.mjs starts workerd with this module and the wasm.
 import wasm from "./engine.wasm";
-import { idioms, kernel } from "./harness.mjs";
+import { idioms, kernel, layout } from "./harness.mjs";
 
 const instance = new WebAssembly.Instance(wasm, {});
 
@@ -12,6 +12,7 @@ export default {
     const now = () => Date.now(); // advances during compute locally (not in production)
     if (job.what === "idioms") return Response.json(idioms(ex, now, job));
     if (job.what === "kernel") return Response.json(kernel(ex, now, job));
+    if (job.what === "layout") return Response.json(layout(ex, now, job));
     if (job.what === "engine") {
       // Only present when the run asked for --allow-natives-syntax (diagnosis, never shipped).
       const { engine } = await import("./natives.mjs");

@@ -24,6 +24,7 @@ use cobordism_benches::{sequential_read, CASES};
 use kquant::{Backend, QMatrix};
 
 pub mod idioms;
+pub mod layout;
 
 /// The weights, activations and buffers of the case being timed.
 struct Kernel {
@@ -34,7 +35,17 @@ struct Kernel {
     scratch: Vec<f32>,
 }
 
+/// The packed6 copy of a Q6_K case's weights ([`layout`]) and its buffers.
+struct Packed {
+    weights: Vec<u8>,
+    cols: usize,
+    x: Vec<f32>,
+    xt: Vec<f32>,
+    out: Vec<f32>,
+}
+
 thread_local! {
+    static PACKED: RefCell<Option<Packed>> = const { RefCell::new(None) };
     static KERNEL: RefCell<Option<Kernel>> = const { RefCell::new(None) };
     static BUFFER: (Vec<v128>, Vec<u8>) = {
         let bytes: Vec<u8> = (0..16 * idioms::VECTORS + 64).map(|i| (i * 151 + 7) as u8).collect();
@@ -152,5 +163,51 @@ pub extern "C" fn weights_ptr() -> *mut u8 {
         k.borrow_mut()
             .as_mut()
             .map_or(core::ptr::null_mut(), |k| k.weights.as_mut_ptr())
+    })
+}
+
+/// Makes the packed6 copy ([`layout`]) of the Q6_K case set up last (one vector) and checks that
+/// its kernel gives the production exact kernel's bits on every row: 1 if so, 0 otherwise (or
+/// when the case is not Q6_K).
+#[no_mangle]
+pub extern "C" fn layout_setup() -> u32 {
+    KERNEL.with(|k| {
+        let k = k.borrow();
+        let Some(k) = k.as_ref() else { return 0 };
+        let c = CASES[k.case];
+        if c.ty != kquant::QuantType::Q6K || k.xs.len() != c.cols {
+            return 0;
+        }
+        let blocks: &[kquant::BlockQ6K] = bytemuck::cast_slice(&k.weights);
+        let weights: Vec<u8> = blocks.iter().flat_map(layout::pack).collect();
+        let Ok(m) = QMatrix::new(c.ty, &k.weights, c.rows, c.cols) else {
+            return 0;
+        };
+        let mut theirs = vec![0.0; c.rows];
+        if m.mat_vec(&k.xs, &mut theirs).is_err() {
+            return 0;
+        }
+        let mut p = Packed {
+            weights,
+            cols: c.cols,
+            x: k.xs.clone(),
+            xt: vec![0.0; c.cols],
+            out: vec![0.0; c.rows],
+        };
+        layout::mat_vec(&p.weights, p.cols, &p.x, &mut p.xt, &mut p.out);
+        let same = layout::check(&p.out, &theirs);
+        PACKED.with(|q| *q.borrow_mut() = Some(p));
+        u32::from(same)
+    })
+}
+
+/// One mat-vec on the packed6 copy; its first result (NaN before [`layout_setup`]).
+#[no_mangle]
+pub extern "C" fn layout_run() -> f32 {
+    PACKED.with(|q| {
+        let mut q = q.borrow_mut();
+        let Some(p) = q.as_mut() else { return f32::NAN };
+        layout::mat_vec(&p.weights, p.cols, &p.x, &mut p.xt, &mut p.out);
+        p.out[0]
     })
 }
