@@ -59,19 +59,22 @@ export function kernel(ex, now, { kase, batch = 1, int8 = false, runs = 5, minMs
   return { first, warm, floor };
 }
 
-/// Issue 15 item 3's prototype (src/layout.rs): the Q6_K case's exact mat-vec on ggml's layout
-/// (the production kernel) and on the packed6 copy, alternated run by run; ms per call. Throws
-/// unless the packed kernel gives the production kernel's bits on every row.
+/// Issue 15 item 3's prototype (src/layout.rs): the Q6_K case's mat-vec (exact and int8) on
+/// ggml's layout (the production kernels) and on the packed6 copy, alternated run by run; ms per
+/// call. Throws unless the packed kernels give the production kernels' bits on every row.
 export function layout(ex, now, { runs = 5, minMs = 40 }) {
   if (ex.kernel_setup(0, 1) === 0) throw new Error("no benchmark case 0");
-  if (ex.layout_setup() !== 1) throw new Error("packed6 kernel differs from the production kernel");
-  const ggml = () => ex.kernel_run(0);
-  const packed = () => ex.layout_run();
-  for (const f of [ggml, packed]) f(); // both past their first (baseline-compiled) call
-  const times = { ggml: [], packed: [] };
+  if (ex.layout_setup() !== 1) throw new Error("packed6 kernels differ from the production kernels");
+  const kernels = {
+    ggml: () => ex.kernel_run(0),
+    packed: () => ex.layout_run(0),
+    ggmlInt8: () => ex.kernel_run(1),
+    packedInt8: () => ex.layout_run(1),
+  };
+  const times = Object.fromEntries(Object.keys(kernels).map((k) => [k, []]));
+  for (const f of Object.values(kernels)) f(); // each past its first (baseline-compiled) call
   for (let r = 0; r < runs; r++) {
-    times.ggml.push(perCall(now, ggml, minMs));
-    times.packed.push(perCall(now, packed, minMs));
+    for (const [k, f] of Object.entries(kernels)) times[k].push(perCall(now, f, minMs));
   }
-  return { ggml: median(times.ggml), packed: median(times.packed) };
+  return Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)]));
 }

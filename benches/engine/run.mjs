@@ -158,11 +158,13 @@ if (wanted.includes("batches")) {
 if (wanted.includes("layout")) {
   const job = { what: "layout", runs };
   const [w, n] = [await inWorkerd(job), inNode(job)];
-  console.log("| q6_k 32768×5376 exact, one vector | workerd ms | Node ms |");
+  console.log("| q6_k 32768×5376, one vector | workerd ms | Node ms |");
   console.log("|---|---:|---:|");
-  console.log(`| ggml's layout (the production kernel) | ${fmt(w.ggml)} | ${fmt(n.ggml)} |`);
-  console.log(`| packed6 prototype (same bits, checked on every row) | ${fmt(w.packed)} | ${fmt(n.packed)} |`);
-  console.log(`| packed6 / ggml | ${fmt(w.packed / w.ggml, 2)} | ${fmt(n.packed / n.ggml, 2)} |`);
+  for (const [mode, a, b] of [["exact", "ggml", "packed"], ["int8", "ggmlInt8", "packedInt8"]]) {
+    console.log(`| ${mode}, ggml's layout (the production kernel) | ${fmt(w[a])} | ${fmt(n[a])} |`);
+    console.log(`| ${mode}, packed6 prototype (same bits, checked on every row) | ${fmt(w[b])} | ${fmt(n[b])} |`);
+    console.log(`| ${mode}, packed6 / ggml | ${fmt(w[b] / w[a], 2)} | ${fmt(n[b] / n[a], 2)} |`);
+  }
   console.log();
   json.push({ job: "layout", workerd: w, node: n });
 }

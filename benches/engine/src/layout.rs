@@ -77,6 +77,9 @@ fn load_f(x: &[f32]) -> v128 {
 /// One row (whole packed6 blocks) against the transposed `xt`, in the canonical order.
 #[inline(always)]
 fn row_dot(row: &[u8], xt: &[f32]) -> f32 {
+    // Lane l gets the group's bytes 3l..3l + 3 (its top byte is shifted out below); a swizzle
+    // operand held in a register, see `row_dot_int8`.
+    let pick = core::hint::black_box(u8x16(0, 1, 2, 2, 3, 4, 5, 5, 6, 7, 8, 8, 9, 10, 11, 11));
     let mut acc = [f32x4_splat(0.0); 4];
     for (b, x) in row.chunks_exact(BLOCK_BYTES).zip(xt.as_chunks::<QK_K>().0) {
         let d = half::f16::from_le_bytes([b[208], b[209]]).to_f32();
@@ -85,8 +88,7 @@ fn row_dot(row: &[u8], xt: &[f32]) -> f32 {
             for (c, a) in acc.iter_mut().enumerate() {
                 let g = 4 * s + c;
                 let raw = load(&b[12 * g..]);
-                let lanes =
-                    i8x16_shuffle::<0, 1, 2, 2, 3, 4, 5, 5, 6, 7, 8, 8, 9, 10, 11, 11>(raw, raw);
+                let lanes = i8x16_swizzle(raw, pick);
                 let w0 = f32x4_convert_i32x4(i32x4_shr(i32x4_shl(lanes, 26), 26));
                 let w1 = f32x4_convert_i32x4(i32x4_shr(i32x4_shl(lanes, 20), 26));
                 let w2 = f32x4_convert_i32x4(i32x4_shr(i32x4_shl(lanes, 14), 26));
@@ -119,6 +121,90 @@ pub fn mat_vec(weights: &[u8], cols: usize, x: &[f32], xt: &mut [f32], out: &mut
     let row_bytes = cols / QK_K * BLOCK_BYTES;
     for (row, y) in weights.chunks_exact(row_bytes).zip(out.iter_mut()) {
         *y = row_dot(row, xt);
+    }
+}
+
+/// `x` quantized per 256 columns as kquant's int8 mode does (ggml's `Q8_K`: `xq = round(x ·
+/// 127 / amax)`, ties to even, `dx = amax / 127`), for finite `x`: the i16 quants and the scales.
+pub fn quantize_x(x: &[f32], xq: &mut [i16], dx: &mut [f32]) {
+    for ((block, q), d) in x.chunks_exact(QK_K).zip(xq.chunks_exact_mut(QK_K)).zip(dx) {
+        let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        if amax == 0.0 {
+            q.fill(0);
+            *d = 0.0;
+            continue;
+        }
+        let iscale = 127.0 / amax;
+        for (qi, &v) in q.iter_mut().zip(block) {
+            *qi = ((v * iscale).round_ties_even() as i32).clamp(-127, 127) as i16;
+        }
+        *d = amax / 127.0;
+    }
+}
+
+/// Multipliers that shift i16 lane `i` left by `10 − (6i mod 8)`: the field of weight `i` (at
+/// bit `6i mod 8` of the two bytes the shuffle put there) to the lane's top six bits.
+const TO_TOP: [i16; 8] = [1024, 16, 64, 256, 1024, 16, 64, 256];
+
+/// One row against the quantized x, in the int8 mode's order: exact i32 sums per block (here of
+/// `sc · (q − 32) · xq`, the same integer as `sc · (q · xq) − 32 · sc · bsum`), then
+/// `acc + (d · dx) · f32(S)`.
+#[inline(always)]
+fn row_dot_int8(row: &[u8], xq: &[i16], dx: &[f32]) -> f32 {
+    // Opaque to LLVM: seeing the powers of two, it turns the multiply into per-lane shifts,
+    // which simd128 does not have, and then takes the lanes apart one by one.
+    let to_top = core::hint::black_box(bytemuck::cast::<[i16; 8], v128>(TO_TOP));
+    // Byte indices as swizzle operands held in registers: as constant shuffles, V8 rebuilds
+    // each mask from immediates at every use, and LLVM narrows the 16-byte load to the 13
+    // bytes used (three partial loads).
+    let pick_lo = core::hint::black_box(u8x16(0, 1, 0, 1, 1, 2, 2, 3, 3, 4, 3, 4, 4, 5, 5, 6));
+    let pick_hi =
+        core::hint::black_box(u8x16(6, 7, 6, 7, 7, 8, 8, 9, 9, 10, 9, 10, 10, 11, 11, 12));
+    let mut acc = 0.0f32;
+    for ((b, x), &dx) in row
+        .chunks_exact(BLOCK_BYTES)
+        .zip(xq.as_chunks::<QK_K>().0)
+        .zip(dx)
+    {
+        let d = half::f16::from_le_bytes([b[208], b[209]]).to_f32();
+        let mut sum = i32x4_splat(0);
+        for g in 0..16 {
+            let raw = load(&b[12 * g..]);
+            let (lo, hi) = (i8x16_swizzle(raw, pick_lo), i8x16_swizzle(raw, pick_hi));
+            let q_lo = i16x8_shr(i16x8_mul(lo, to_top), 10);
+            let q_hi = i16x8_shr(i16x8_mul(hi, to_top), 10);
+            let x16: &[i16; 16] = x[16 * g..16 * g + 16].try_into().expect("16 columns");
+            let [x_lo, x_hi] = bytemuck::cast::<[i16; 16], [v128; 2]>(*x16);
+            let dot = i32x4_add(i32x4_dot_i16x8(q_lo, x_lo), i32x4_dot_i16x8(q_hi, x_hi));
+            sum = i32x4_add(
+                sum,
+                i32x4_mul(dot, i32x4_splat(i32::from(b[192 + g] as i8))),
+            );
+        }
+        let s: [i32; 4] = bytemuck::cast(sum);
+        let total = s[0]
+            .wrapping_add(s[1])
+            .wrapping_add(s[2])
+            .wrapping_add(s[3]);
+        acc += (d * dx) * total as f32;
+    }
+    acc
+}
+
+/// The int8 mat-vec on packed6 weights: `x` quantized into `xq`/`dx` first, as the production
+/// kernel prepares it per call.
+#[inline(never)]
+pub fn mat_vec_int8(
+    weights: &[u8],
+    cols: usize,
+    x: &[f32],
+    (xq, dx): (&mut [i16], &mut [f32]),
+    out: &mut [f32],
+) {
+    quantize_x(x, xq, dx);
+    let row_bytes = cols / QK_K * BLOCK_BYTES;
+    for (row, y) in weights.chunks_exact(row_bytes).zip(out.iter_mut()) {
+        *y = row_dot_int8(row, xq, dx);
     }
 }
 

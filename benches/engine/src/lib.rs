@@ -41,6 +41,8 @@ struct Packed {
     cols: usize,
     x: Vec<f32>,
     xt: Vec<f32>,
+    xq: Vec<i16>,
+    dx: Vec<f32>,
     out: Vec<f32>,
 }
 
@@ -167,7 +169,7 @@ pub extern "C" fn weights_ptr() -> *mut u8 {
 }
 
 /// Makes the packed6 copy ([`layout`]) of the Q6_K case set up last (one vector) and checks that
-/// its kernel gives the production exact kernel's bits on every row: 1 if so, 0 otherwise (or
+/// its kernels give the production kernels' bits (exact and int8) on every row: 1 if so, 0 otherwise (or
 /// when the case is not Q6_K).
 #[no_mangle]
 pub extern "C" fn layout_setup() -> u32 {
@@ -183,8 +185,8 @@ pub extern "C" fn layout_setup() -> u32 {
         let Ok(m) = QMatrix::new(c.ty, &k.weights, c.rows, c.cols) else {
             return 0;
         };
-        let mut theirs = vec![0.0; c.rows];
-        if m.mat_vec(&k.xs, &mut theirs).is_err() {
+        let (mut exact, mut int8) = (vec![0.0; c.rows], vec![0.0; c.rows]);
+        if m.mat_vec(&k.xs, &mut exact).is_err() || m.mat_vec_int8(&k.xs, &mut int8).is_err() {
             return 0;
         }
         let mut p = Packed {
@@ -192,22 +194,33 @@ pub extern "C" fn layout_setup() -> u32 {
             cols: c.cols,
             x: k.xs.clone(),
             xt: vec![0.0; c.cols],
+            xq: vec![0; c.cols],
+            dx: vec![0.0; c.cols / kquant::QK_K],
             out: vec![0.0; c.rows],
         };
         layout::mat_vec(&p.weights, p.cols, &p.x, &mut p.xt, &mut p.out);
-        let same = layout::check(&p.out, &theirs);
+        let mut same = layout::check(&p.out, &exact);
+        let buffers = (&mut p.xq[..], &mut p.dx[..]);
+        layout::mat_vec_int8(&p.weights, p.cols, &p.x, buffers, &mut p.out);
+        same &= layout::check(&p.out, &int8);
         PACKED.with(|q| *q.borrow_mut() = Some(p));
         u32::from(same)
     })
 }
 
-/// One mat-vec on the packed6 copy; its first result (NaN before [`layout_setup`]).
+/// One mat-vec (exact, or int8 when `int8` is nonzero) on the packed6 copy; its first result
+/// (NaN before [`layout_setup`]).
 #[no_mangle]
-pub extern "C" fn layout_run() -> f32 {
+pub extern "C" fn layout_run(int8: u32) -> f32 {
     PACKED.with(|q| {
         let mut q = q.borrow_mut();
         let Some(p) = q.as_mut() else { return f32::NAN };
-        layout::mat_vec(&p.weights, p.cols, &p.x, &mut p.xt, &mut p.out);
+        if int8 == 0 {
+            layout::mat_vec(&p.weights, p.cols, &p.x, &mut p.xt, &mut p.out);
+        } else {
+            let buffers = (&mut p.xq[..], &mut p.dx[..]);
+            layout::mat_vec_int8(&p.weights, p.cols, &p.x, buffers, &mut p.out);
+        }
         p.out[0]
     })
 }
