@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates docs/BENCHMARKS.md and docs/benchmarks.svg in one run: first the wasm kernels where
 # users run them, in workerd beside Node (benches/engine: the same module and harness in both,
-# with the memory floor, batches and the simd128 idioms), then kquant per backend and mode next to
+# with the memory floor, candle's simd128 kernel, batches, the packed6 layout prototype and the
+# simd128 idioms), then kquant per backend and mode next to
 # the memory floor (native and wasm32 under Node), the candle-core peer (native and wasm), the
 # JavaScript package against plain JS, the shard end to end in workerd (with its per-request
 # overhead), and callgrind instruction counts. Takes about 12 minutes. Usage: scripts/bench.sh [RUNS]
@@ -18,14 +19,20 @@ echo "building…" >&2
 cargo build -q --release -p cobordism-benches -p cobordism-peers -p cobordism
 cargo build -q --release -p cobordism-benches -p cobordism-peers --target wasm32-wasip1
 cargo build -q --release -p cobordism-engine-bench --target wasm32-unknown-unknown
+# The engine module with candle's kernel, in its own target dir (its getrandom backend is a cfg,
+# which would otherwise rebuild the shared wasm32 artifacts): see benches/engine/Cargo.toml.
+cargo build -q --release -p cobordism-engine-bench --features candle --target wasm32-unknown-unknown \
+  --target-dir target/engine-candle \
+  --config 'target.wasm32-unknown-unknown.rustflags=["--cfg","getrandom_backend=\"wasm_js\""]'
 scripts/check-wasm.sh target/wasm32-wasip1/release/kernel-timing.wasm \
   target/wasm32-wasip1/release/peer-timing.wasm \
-  target/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm >&2
+  target/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm \
+  target/engine-candle/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm >&2
 scripts/build-worker.sh >/dev/null
 scripts/build-kquant-js.sh >/dev/null
 
 echo "wasm kernels in workerd and Node…" >&2
-node benches/engine/run.mjs --runs "$runs" --jobs kernels,batches,idioms >"$out/engine.md"
+node benches/engine/run.mjs --runs "$runs" --jobs kernels,candle,batches,layout,idioms >"$out/engine.md"
 echo "kquant native / wasm…" >&2
 target/release/kernel-timing "$runs" --json "$out/native.jsonl" >"$out/native.md"
 wasi target/wasm32-wasip1/release/kernel-timing.wasm "$runs" --json "$out/wasm.jsonl" >"$out/wasm.md"
@@ -81,9 +88,12 @@ always quantize x).
 harness in both runtimes, each job in a fresh process; workerd $(node -p 'require("workerd/package.json").version'),
 medians of $runs. "First call" is the first mat-vec after the module loaded (what a cold
 request's compute pays); the memory floor is a sequential read of the same bytes in the same
-engine. Batches are the int8 mode over 1–8 vectors (speculative decoding). The idioms are the
-simd128 operations the kernels are built from, each alone on 16 KiB in L1. candle's simd128
-kernel is in the peer table below (Node).
+engine. The second table runs candle-core's simd128 kernel (it quantizes x to 8 bits, like the
+int8 mode) in the same runtimes, from the same module built with candle. Batches are the int8
+mode over 1–8 vectors (speculative decoding). The layout table is issue 15's item 3 measured
+before it is built: the Q6_K kernels on a kquant-defined layout ("packed6", same bytes,
+\`benches/engine/src/layout.rs\`), checked to give the production kernels' bits on every row.
+The idioms are the simd128 operations the kernels are built from, each alone on 16 KiB in L1.
 
 $(cat "$out/engine.md")
 

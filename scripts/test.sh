@@ -64,8 +64,8 @@ scripts/check-wasm.sh target/wasm32-wasip1/debug/deps/*.wasm target/wasm32-unkno
   worker/build/*.wasm target/worker-test/build/*.wasm
 ok
 
-step "engine benchmark harness (one run, not a measurement): kernels and idioms in workerd and Node"
-node benches/engine/run.mjs --runs 1 --jobs idioms,kernels >/dev/null
+step "engine benchmark harness (one run, not a measurement): kernels, idioms and the packed6 layout prototype (its bits against the production kernels, every row) in workerd and Node"
+node benches/engine/run.mjs --runs 1 --jobs idioms,kernels,layout >/dev/null
 ok
 
 step "shard worker in workerd (Miniflare) against a local R2 bucket; deploy-all with a stand-in wrangler"

@@ -2,6 +2,19 @@
 // same calls on the same wasm module (src/lib.rs), timed with the clock each runtime offers.
 // workerd's clock has millisecond steps, so every timed run lasts at least `minMs`.
 
+/// Imports for the module: none for the kquant build; the build with candle (feature `candle`)
+/// keeps a few of wasm-bindgen's, which nothing calls in a benchmark: each throws if it is.
+export function imports(module) {
+  const out = {};
+  for (const { module: m, name, kind } of WebAssembly.Module.imports(module)) {
+    if (kind !== "function") throw new Error(`unexpected ${kind} import ${m}.${name}`);
+    (out[m] ??= {})[name] = () => {
+      throw new Error(`${m}.${name} called: not available in the benchmark`);
+    };
+  }
+  return out;
+}
+
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 
 function name(ex, i) {
@@ -73,6 +86,24 @@ export function layout(ex, now, { runs = 5, minMs = 40 }) {
   };
   const times = Object.fromEntries(Object.keys(kernels).map((k) => [k, []]));
   for (const f of Object.values(kernels)) f(); // each past its first (baseline-compiled) call
+  for (let r = 0; r < runs; r++) {
+    for (const [k, f] of Object.entries(kernels)) times[k].push(perCall(now, f, minMs));
+  }
+  return Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)]));
+}
+
+/// candle-core's simd128 mat-vec (feature `candle`) on one case's weights and vector, beside
+/// kquant's int8 and exact kernels in the same module; ms per call.
+export function candle(ex, now, { kase, runs = 5, minMs = 40 }) {
+  if (ex.kernel_setup(kase, 1) === 0) throw new Error(`no benchmark case ${kase}`);
+  if (ex.candle_setup() !== 1) throw new Error("this module was built without candle");
+  const kernels = {
+    candle: () => ex.candle_run(),
+    int8: () => ex.kernel_run(1),
+    exact: () => ex.kernel_run(0),
+  };
+  const times = Object.fromEntries(Object.keys(kernels).map((k) => [k, []]));
+  for (const f of Object.values(kernels)) f();
   for (let r = 0; r < runs; r++) {
     for (const [k, f] of Object.entries(kernels)) times[k].push(perCall(now, f, minMs));
   }

@@ -2,17 +2,18 @@
 // JSON (run.mjs starts one process per job, so each job meets a fresh engine).
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
-import { idioms, kernel, layout } from "./harness.mjs";
+import { candle, idioms, imports, kernel, layout } from "./harness.mjs";
 
 const [wasmPath, jobJson] = process.argv.slice(2);
 const job = JSON.parse(jobJson);
 const module = new WebAssembly.Module(readFileSync(wasmPath));
-const ex = new WebAssembly.Instance(module, {}).exports;
+const ex = new WebAssembly.Instance(module, imports(module)).exports;
 const now = () => performance.now();
 let result;
 if (job.what === "idioms") result = idioms(ex, now, job);
 else if (job.what === "kernel") result = kernel(ex, now, job);
 else if (job.what === "layout") result = layout(ex, now, job);
+else if (job.what === "candle") result = candle(ex, now, job);
 else if (job.what === "engine") result = (await import("./natives.mjs")).engine();
 else throw new Error(`unknown job ${job.what}`);
 console.log(JSON.stringify(result));

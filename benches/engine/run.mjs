@@ -4,7 +4,11 @@
 // job in a fresh process, so a kernel's first call meets an engine that has not yet optimized it.
 //
 //   cargo build --release -p cobordism-engine-bench --target wasm32-unknown-unknown
-//   node benches/engine/run.mjs [--runs 5] [--jobs idioms,kernels,batches] [--v8-flags "…"] [--json FILE]
+//   node benches/engine/run.mjs [--runs 5] [--jobs idioms,kernels,batches,layout,candle] [--v8-flags "…"] [--json FILE]
+//
+// `candle` times candle-core's simd128 kernel from the module built with feature `candle`
+// (`--candle-wasm`, default where scripts/bench.sh builds it); `layout` the packed6 prototype
+// (issue 15 item 3) against the production Q6_K kernels, after checking their bits on every row.
 //
 // `--v8-flags` passes engine flags to both runtimes, to test a hypothesis (tiering, bounds checks,
 // SIMD lowering); production runs Cloudflare's own V8 settings, so no flag is ever shipped.
@@ -25,6 +29,10 @@ const { values } = parseArgs({
     jobs: { type: "string", default: "idioms,kernels" },
     "v8-flags": { type: "string", default: "" },
     wasm: { type: "string", default: join(root, "target/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm") },
+    "candle-wasm": {
+      type: "string",
+      default: join(root, "target/engine-candle/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm"),
+    },
     json: { type: "string" },
   },
 });
@@ -42,11 +50,11 @@ const freePort = () =>
   });
 
 /// Runs one job in a fresh workerd process.
-async function inWorkerd(job) {
+async function inWorkerd(job, wasm = values.wasm) {
   const dir = mkdtempSync(join(tmpdir(), "engine-bench-"));
   try {
     for (const f of ["worker.mjs", "harness.mjs", "natives.mjs"]) copyFileSync(join(here, f), join(dir, f));
-    copyFileSync(values.wasm, join(dir, "engine.wasm"));
+    copyFileSync(wasm, join(dir, "engine.wasm"));
     const port = await freePort();
     const modules = [
       `(name = "worker.mjs", esModule = embed "worker.mjs")`,
@@ -91,8 +99,8 @@ const bench :Workerd.Worker = (
 }
 
 /// Runs one job in a fresh Node process.
-function inNode(job) {
-  const out = execFileSync(process.execPath, [...flags, join(here, "node.mjs"), values.wasm, JSON.stringify(job)], {
+function inNode(job, wasm = values.wasm) {
+  const out = execFileSync(process.execPath, [...flags, join(here, "node.mjs"), wasm, JSON.stringify(job)], {
     encoding: "utf8",
     maxBuffer: 1 << 24,
   });
@@ -167,6 +175,19 @@ if (wanted.includes("layout")) {
   }
   console.log();
   json.push({ job: "layout", workerd: w, node: n });
+}
+
+if (wanted.includes("candle")) {
+  // The module built with feature `candle` (scripts/bench.sh builds it in its own target dir).
+  console.log("| case, one vector | candle (8-bit x) workerd ms | kquant int8 workerd ms | kquant exact workerd ms | candle / kquant int8 (workerd) | candle / kquant int8 (Node) |");
+  console.log("|---|---:|---:|---:|---:|---:|");
+  for (const c of CASES) {
+    const job = { what: "candle", kase: c.kase, runs };
+    const [w, n] = [await inWorkerd(job, values["candle-wasm"]), inNode(job, values["candle-wasm"])];
+    console.log(`| ${c.label} | ${fmt(w.candle)} | ${fmt(w.int8)} | ${fmt(w.exact)} | ${fmt(w.candle / w.int8, 2)} | ${fmt(n.candle / n.int8, 2)} |`);
+    json.push({ job: "candle", case: c.label, workerd: w, node: n });
+  }
+  console.log();
 }
 
 if (values.json) writeFileSync(values.json, json.map((j) => JSON.stringify(j)).join("\n") + "\n");

@@ -1,9 +1,9 @@
 // The engine benchmark inside workerd: one POSTed job (JSON) runs harness.mjs on the wasm module
 // and answers its results as JSON. run.mjs starts workerd with this module and the wasm.
 import wasm from "./engine.wasm";
-import { idioms, kernel, layout } from "./harness.mjs";
+import { candle, idioms, imports, kernel, layout } from "./harness.mjs";
 
-const instance = new WebAssembly.Instance(wasm, {});
+const instance = new WebAssembly.Instance(wasm, imports(wasm));
 
 export default {
   async fetch(request) {
@@ -13,6 +13,7 @@ export default {
     if (job.what === "idioms") return Response.json(idioms(ex, now, job));
     if (job.what === "kernel") return Response.json(kernel(ex, now, job));
     if (job.what === "layout") return Response.json(layout(ex, now, job));
+    if (job.what === "candle") return Response.json(candle(ex, now, job));
     if (job.what === "engine") {
       // Only present when the run asked for --allow-natives-syntax (diagnosis, never shipped).
       const { engine } = await import("./natives.mjs");

@@ -23,6 +23,8 @@ use std::cell::RefCell;
 use cobordism_benches::{sequential_read, CASES};
 use kquant::{Backend, QMatrix};
 
+#[cfg(feature = "candle")]
+mod candle_peer;
 pub mod idioms;
 pub mod layout;
 
@@ -223,4 +225,28 @@ pub extern "C" fn layout_run(int8: u32) -> f32 {
         }
         p.out[0]
     })
+}
+
+/// With feature `candle`: hands the case set up last to candle-core ([`candle_peer`]); 1 on
+/// success, 0 without a case. Without the feature: 0.
+#[no_mangle]
+pub extern "C" fn candle_setup() -> u32 {
+    #[cfg(feature = "candle")]
+    return KERNEL.with(|k| {
+        let k = k.borrow();
+        let Some(k) = k.as_ref() else { return 0 };
+        let c = CASES[k.case];
+        candle_peer::setup(c.ty, &k.weights, c.rows, c.cols, &k.xs)
+    });
+    #[cfg(not(feature = "candle"))]
+    0
+}
+
+/// With feature `candle`: one candle mat-vec, its first result; NaN otherwise.
+#[no_mangle]
+pub extern "C" fn candle_run() -> f32 {
+    #[cfg(feature = "candle")]
+    return candle_peer::run();
+    #[cfg(not(feature = "candle"))]
+    f32::NAN
 }
