@@ -88,12 +88,13 @@ always quantize x).
 harness in both runtimes, each job in a fresh process; workerd $(node -p 'require("workerd/package.json").version'),
 medians of $runs. "First call" is the first mat-vec after the module loaded (what a cold
 request's compute pays); the memory floor is a sequential read of the same bytes in the same
-engine. The second table runs candle-core's simd128 kernel (it quantizes x to 8 bits, like the
-int8 mode) in the same runtimes, from the same module built with candle. Batches are the int8
-mode over 1–8 vectors (speculative decoding). The layout table is issue 15's item 3 measured
-before it is built: the Q6_K kernels on a kquant-defined layout ("packed6", same bytes,
-\`benches/engine/src/layout.rs\`), checked to give the production kernels' bits on every row.
-The idioms are the simd128 operations the kernels are built from, each alone on 16 KiB in L1.
+engine. The idioms (first table) are the simd128 operations the kernels are built from, each
+alone on 16 KiB in L1. Batches are the int8 mode over 1–8 vectors (speculative decoding). The
+layout table is issue 15's item 3 measured before it is built: the Q6_K kernels on a
+kquant-defined layout ("packed6", same bytes, \`benches/engine/src/layout.rs\`), checked to give
+the production kernels' bits on every row. The last table runs candle-core's simd128 kernel (it
+quantizes x to 8 bits, like the int8 mode) in the same runtimes, from the same module built
+with candle.
 
 $(cat "$out/engine.md")
 

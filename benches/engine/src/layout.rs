@@ -1,5 +1,6 @@
 //! Issue 15's item 3 measured before it is built: would a kquant-defined Q6_K layout make the
-//! exact simd128 kernel faster, with the same bits?
+//! simd128 kernels faster, with the same bits? (Yes: `node benches/engine/run.mjs --jobs layout`,
+//! findings in docs/BENCHMARKS-notes.md.)
 //!
 //! # The layout ("packed6")
 //!
@@ -8,18 +9,23 @@
 //! two's complement) as one little-endian bit stream (weight `i` of the group at bits
 //! `6i..6i + 6`); then ggml's 16 scales and `d`. It is a bijection of ggml's block.
 //!
-//! # Why it could be faster
+//! # Why it is faster
 //!
-//! In the canonical order, lane `l` of a group's chunk owns weights `4l..4l + 4`, which here are
-//! bits `24l..24l + 24` of the group: one constant byte shuffle moves them into u32 lane `l`, and
+//! Exact: in the canonical order, lane `l` of a group's chunk owns weights `4l..4l + 4`, which
+//! here are bits `24l..24l + 24` of the group: one byte swizzle moves them into u32 lane `l`, and
 //! weight `k` of the lane is `(lane << (26 − 6k)) >>ₛ 26`, then a conversion. Per 16 weights that
-//! is a load, a shuffle and 12 shift/convert operations, against ggml's layout's ~7.5 operations
+//! is a load, a swizzle and 12 shift/convert operations, against ggml's layout's ~7.5 operations
 //! to rebuild the quants from `ql`/`qh` (with shift counts that depend on the step) and 13 to
 //! make them floats: 14 against ~20.5 of the ~33 operations the kernel spends per 16 weights.
 //!
-//! The kernel below keeps the canonical order operation for operation (the x products, their
-//! sum, the scale, the accumulation and the final reduction), so its results must equal the
-//! production kernel's bit for bit: [`check`] compares every row.
+//! int8: two swizzles put the two bytes holding each field in an i16 lane, a multiply by a power
+//! of two moves the field to the top and `>>ₛ 10` sign-extends it: `q − 32` in 8 i16 lanes, ready
+//! for `i32x4.dot_i16x8_s` (7 operations per 16 weights against ~9.5).
+//!
+//! The kernels keep their canonical orders operation for operation (exact: the x products, their
+//! sum, the scale, the accumulation and the final reduction; int8: exact integer sums and the
+//! same float epilogue), so their results must equal the production kernels' bit for bit:
+//! [`check`] compares every row.
 
 use core::arch::wasm32::*;
 

@@ -12,6 +12,9 @@
 //! * `kernel_run(int8)`: one `mat_mat` (exact or int8) of the batch against the weights; the
 //!   first result, so nothing is optimized away.
 //! * `floor_run()`: a sequential read of the same weight bytes (the memory floor).
+//! * `layout_setup()`, `layout_run(int8)`: the Q6_K case on the packed6 layout prototype
+//!   ([`layout`]), checked against the production kernels on every row.
+//! * `candle_setup()`, `candle_run()`: candle-core's mat-vec on the case (feature `candle`).
 //!
 //! Errors come back as NaN or 0, never as a panic: a trap would end the benchmark's isolate.
 //! On other targets the crate is empty.
@@ -170,9 +173,9 @@ pub extern "C" fn weights_ptr() -> *mut u8 {
     })
 }
 
-/// Makes the packed6 copy ([`layout`]) of the Q6_K case set up last (one vector) and checks that
-/// its kernels give the production kernels' bits (exact and int8) on every row: 1 if so, 0 otherwise (or
-/// when the case is not Q6_K).
+/// Makes the packed6 copy ([`layout`]) of the Q6_K case set up last (one vector) and checks
+/// that its kernels give the production kernels' bits (exact and int8) on every row: 1 if so,
+/// 0 otherwise (or when the case is not Q6_K).
 #[no_mangle]
 pub extern "C" fn layout_setup() -> u32 {
     KERNEL.with(|k| {
