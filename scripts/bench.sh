@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates docs/BENCHMARKS.md and docs/benchmarks.svg in one run: first the wasm kernels where
 # users run them, in workerd beside Node (benches/engine: the same module and harness in both,
-# with the memory floor, candle's simd128 kernel, batches, the packed6 layout prototype and the
-# simd128 idioms), then kquant per backend and mode next to
+# with the memory floor, candle's simd128 kernel, batches, both Q6_K layouts and the simd128
+# idioms), then kquant per backend and mode next to
 # the memory floor (native and wasm32 under Node), the candle-core peer (native and wasm), the
 # JavaScript package against plain JS, the shard end to end in workerd (with its per-request
 # overhead), and callgrind instruction counts. Takes about 12 minutes. Usage: scripts/bench.sh [RUNS]
@@ -90,9 +90,9 @@ medians of $runs. "First call" is the first mat-vec after the module loaded (wha
 request's compute pays); the memory floor is a sequential read of the same bytes in the same
 engine. The idioms (first table) are the simd128 operations the kernels are built from, each
 alone on 16 KiB in L1. Batches are the int8 mode over 1–8 vectors (speculative decoding). The
-layout table is issue 15's item 3 measured before it is built: the Q6_K kernels on a
-kquant-defined layout ("packed6", same bytes, \`benches/engine/src/layout.rs\`), checked to give
-the production kernels' bits on every row. The last table runs candle-core's simd128 kernel (it
+layout table runs the Q6_K kernels with the blocks in ggml's layout and in kquant's packed6
+layout (\`cobordism slice --layout packed6\`; same bytes per block), after checking that both
+give the same bits on every row. The last table runs candle-core's simd128 kernel (it
 quantizes x to 8 bits, like the int8 mode) in the same runtimes, from the same module built
 with candle.
 

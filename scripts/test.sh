@@ -64,7 +64,7 @@ scripts/check-wasm.sh target/wasm32-wasip1/debug/deps/*.wasm target/wasm32-unkno
   worker/build/*.wasm target/worker-test/build/*.wasm
 ok
 
-step "engine benchmark harness (one run, not a measurement): kernels, idioms and the packed6 layout prototype (its bits against the production kernels, every row) in workerd and Node"
+step "engine benchmark harness (one run, not a measurement): kernels, idioms and both Q6_K layouts (their bits compared on every row) in workerd and Node"
 node benches/engine/run.mjs --runs 1 --jobs idioms,kernels,layout >/dev/null
 ok
 

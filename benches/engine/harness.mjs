@@ -72,12 +72,12 @@ export function kernel(ex, now, { kase, batch = 1, int8 = false, runs = 5, minMs
   return { first, warm, floor };
 }
 
-/// Issue 15 item 3's prototype (src/layout.rs): the Q6_K case's mat-vec (exact and int8) on
-/// ggml's layout (the production kernels) and on the packed6 copy, alternated run by run; ms per
-/// call. Throws unless the packed kernels give the production kernels' bits on every row.
+/// The Q6_K case's mat-vec (exact and int8) with the blocks in ggml's layout and in kquant's
+/// packed6 layout, alternated run by run; ms per call. Throws unless both layouts give the same
+/// bits on every row.
 export function layout(ex, now, { runs = 5, minMs = 40 }) {
   if (ex.kernel_setup(0, 1) === 0) throw new Error("no benchmark case 0");
-  if (ex.layout_setup() !== 1) throw new Error("packed6 kernels differ from the production kernels");
+  if (ex.layout_setup() !== 1) throw new Error("the packed6 layout gives other bits than ggml's");
   const kernels = {
     ggml: () => ex.kernel_run(0),
     packed: () => ex.layout_run(0),

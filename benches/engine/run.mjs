@@ -7,8 +7,8 @@
 //   node benches/engine/run.mjs [--runs 5] [--jobs idioms,kernels,batches,layout,candle] [--v8-flags "…"] [--json FILE]
 //
 // `candle` times candle-core's simd128 kernel from the module built with feature `candle`
-// (`--candle-wasm`, default where scripts/bench.sh builds it); `layout` the packed6 prototype
-// (issue 15 item 3) against the production Q6_K kernels, after checking their bits on every row.
+// (`--candle-wasm`, default where scripts/bench.sh builds it); `layout` the Q6_K kernels on
+// kquant's packed6 layout against ggml's, after checking their bits on every row.
 //
 // `--v8-flags` passes engine flags to both runtimes, to test a hypothesis (tiering, bounds checks,
 // SIMD lowering); production runs Cloudflare's own V8 settings, so no flag is ever shipped.
@@ -169,8 +169,8 @@ if (wanted.includes("layout")) {
   console.log("| q6_k 32768×5376, one vector | workerd ms | Node ms |");
   console.log("|---|---:|---:|");
   for (const [mode, a, b] of [["exact", "ggml", "packed"], ["int8", "ggmlInt8", "packedInt8"]]) {
-    console.log(`| ${mode}, ggml's layout (the production kernel) | ${fmt(w[a])} | ${fmt(n[a])} |`);
-    console.log(`| ${mode}, packed6 prototype (same bits, checked on every row) | ${fmt(w[b])} | ${fmt(n[b])} |`);
+    console.log(`| ${mode}, ggml's layout | ${fmt(w[a])} | ${fmt(n[a])} |`);
+    console.log(`| ${mode}, packed6 layout (same bits, checked on every row) | ${fmt(w[b])} | ${fmt(n[b])} |`);
     console.log(`| ${mode}, packed6 / ggml | ${fmt(w[b] / w[a], 2)} | ${fmt(n[b] / n[a], 2)} |`);
   }
   console.log();

@@ -12,8 +12,8 @@
 //! * `kernel_run(int8)`: one `mat_mat` (exact or int8) of the batch against the weights; the
 //!   first result, so nothing is optimized away.
 //! * `floor_run()`: a sequential read of the same weight bytes (the memory floor).
-//! * `layout_setup()`, `layout_run(int8)`: the Q6_K case on the packed6 layout prototype
-//!   ([`layout`]), checked against the production kernels on every row.
+//! * `layout_setup()`, `layout_run(int8)`: the Q6_K case repacked into kquant's packed6 layout,
+//!   checked against ggml's layout on every row.
 //! * `candle_setup()`, `candle_run()`: candle-core's mat-vec on the case (feature `candle`).
 //!
 //! Errors come back as NaN or 0, never as a panic: a trap would end the benchmark's isolate.
@@ -24,12 +24,11 @@ use core::arch::wasm32::v128;
 use std::cell::RefCell;
 
 use cobordism_benches::{sequential_read, CASES};
-use kquant::{Backend, QMatrix};
+use kquant::{repack, Backend, Layout, QMatrix, QuantType};
 
 #[cfg(feature = "candle")]
 mod candle_peer;
 pub mod idioms;
-pub mod layout;
 
 /// The weights, activations and buffers of the case being timed.
 struct Kernel {
@@ -40,14 +39,10 @@ struct Kernel {
     scratch: Vec<f32>,
 }
 
-/// The packed6 copy of a Q6_K case's weights ([`layout`]) and its buffers.
+/// The Q6_K case's weights repacked into kquant's packed6 layout, and their buffers.
 struct Packed {
     weights: Vec<u8>,
-    cols: usize,
     x: Vec<f32>,
-    xt: Vec<f32>,
-    xq: Vec<i16>,
-    dx: Vec<f32>,
     out: Vec<f32>,
 }
 
@@ -173,41 +168,51 @@ pub extern "C" fn weights_ptr() -> *mut u8 {
     })
 }
 
-/// Makes the packed6 copy ([`layout`]) of the Q6_K case set up last (one vector) and checks
-/// that its kernels give the production kernels' bits (exact and int8) on every row: 1 if so,
-/// 0 otherwise (or when the case is not Q6_K).
+/// Repacks the Q6_K case set up last (one vector) into the packed6 layout
+/// ([`kquant::Layout::Packed6`]) and checks that both modes give the ggml layout's bits on every
+/// row: 1 if so, 0 otherwise (or when the case is not Q6_K).
 #[no_mangle]
 pub extern "C" fn layout_setup() -> u32 {
     KERNEL.with(|k| {
         let k = k.borrow();
         let Some(k) = k.as_ref() else { return 0 };
         let c = CASES[k.case];
-        if c.ty != kquant::QuantType::Q6K || k.xs.len() != c.cols {
+        if c.ty != QuantType::Q6K || k.xs.len() != c.cols {
             return 0;
         }
-        let blocks: &[kquant::BlockQ6K] = bytemuck::cast_slice(&k.weights);
-        let weights: Vec<u8> = blocks.iter().flat_map(layout::pack).collect();
-        let Ok(m) = QMatrix::new(c.ty, &k.weights, c.rows, c.cols) else {
+        let mut weights = k.weights.clone();
+        if repack(c.ty, Layout::Ggml, Layout::Packed6, &mut weights).is_err() {
+            return 0;
+        }
+        let ggml = QMatrix::new(c.ty, &k.weights, c.rows, c.cols);
+        let packed = QMatrix::with_layout(c.ty, Layout::Packed6, &weights, c.rows, c.cols);
+        let (Ok(ggml), Ok(packed)) = (ggml, packed) else {
             return 0;
         };
-        let (mut exact, mut int8) = (vec![0.0; c.rows], vec![0.0; c.rows]);
-        if m.mat_vec(&k.xs, &mut exact).is_err() || m.mat_vec_int8(&k.xs, &mut int8).is_err() {
-            return 0;
+        let mut same = true;
+        for int8 in [false, true] {
+            let run = |m: &QMatrix| {
+                let mut out = vec![0.0; c.rows];
+                let done = if int8 {
+                    m.mat_vec_int8(&k.xs, &mut out)
+                } else {
+                    m.mat_vec(&k.xs, &mut out)
+                };
+                done.map(|()| out)
+            };
+            same &= match (run(&ggml), run(&packed)) {
+                (Ok(a), Ok(b)) => a
+                    .iter()
+                    .zip(&b)
+                    .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())),
+                _ => false,
+            };
         }
-        let mut p = Packed {
+        let p = Packed {
             weights,
-            cols: c.cols,
             x: k.xs.clone(),
-            xt: vec![0.0; c.cols],
-            xq: vec![0; c.cols],
-            dx: vec![0.0; c.cols / kquant::QK_K],
             out: vec![0.0; c.rows],
         };
-        layout::mat_vec(&p.weights, p.cols, &p.x, &mut p.xt, &mut p.out);
-        let mut same = layout::check(&p.out, &exact);
-        let buffers = (&mut p.xq[..], &mut p.dx[..]);
-        layout::mat_vec_int8(&p.weights, p.cols, &p.x, buffers, &mut p.out);
-        same &= layout::check(&p.out, &int8);
         PACKED.with(|q| *q.borrow_mut() = Some(p));
         u32::from(same)
     })
@@ -220,13 +225,16 @@ pub extern "C" fn layout_run(int8: u32) -> f32 {
     PACKED.with(|q| {
         let mut q = q.borrow_mut();
         let Some(p) = q.as_mut() else { return f32::NAN };
-        if int8 == 0 {
-            layout::mat_vec(&p.weights, p.cols, &p.x, &mut p.xt, &mut p.out);
+        let c = CASES[0];
+        let Ok(m) = QMatrix::with_layout(c.ty, Layout::Packed6, &p.weights, c.rows, c.cols) else {
+            return f32::NAN;
+        };
+        let done = if int8 == 0 {
+            m.mat_vec(&p.x, &mut p.out)
         } else {
-            let buffers = (&mut p.xq[..], &mut p.dx[..]);
-            layout::mat_vec_int8(&p.weights, p.cols, &p.x, buffers, &mut p.out);
-        }
-        p.out[0]
+            m.mat_vec_int8(&p.x, &mut p.out)
+        };
+        done.map_or(f32::NAN, |()| p.out[0])
     })
 }
 

@@ -147,6 +147,115 @@ impl BlockQ6K {
     pub fn scale(&self, j: usize) -> i8 {
         self.scales[j] as i8
     }
+
+    /// The 256 unsigned 6-bit quants `q` (0..64) in weight order, read from `ql` / `qh` as the
+    /// table in the module docs says.
+    pub fn quants(&self) -> [u8; QK_K] {
+        core::array::from_fn(|w| {
+            let (h, r) = (w / 128, w % 128);
+            let (quarter, l) = (r / 32, r % 32);
+            let low = self.ql[64 * h + l + 32 * (quarter % 2)];
+            let nibble = if quarter < 2 { low & 0xF } else { low >> 4 };
+            nibble | ((self.qh[32 * h + l] >> (2 * quarter)) & 3) << 4
+        })
+    }
+
+    /// Stores 256 quants (their low 6 bits) into `ql` / `qh`: the inverse of [`Self::quants`].
+    pub fn set_quants(&mut self, q: &[u8; QK_K]) {
+        let (halves, _) = q.as_chunks::<128>();
+        let (ql_halves, _) = self.ql.as_chunks_mut::<64>();
+        let (qh_halves, _) = self.qh.as_chunks_mut::<32>();
+        for ((lv, low), high) in halves.iter().zip(ql_halves).zip(qh_halves) {
+            for l in 0..32 {
+                let q = [lv[l], lv[l + 32], lv[l + 64], lv[l + 96]].map(|v| v & 63);
+                low[l] = (q[0] & 0xF) | ((q[2] & 0xF) << 4);
+                low[l + 32] = (q[1] & 0xF) | ((q[3] & 0xF) << 4);
+                high[l] =
+                    (q[0] >> 4) | ((q[1] >> 4) << 2) | ((q[2] >> 4) << 4) | ((q[3] >> 4) << 6);
+            }
+        }
+    }
+}
+
+/// A Q6_K super-block in kquant's "packed6" layout: the same 210 bytes as [`BlockQ6K`], with the
+/// quants stored for the kernels rather than for ggml (see `crate::Layout`).
+///
+/// ```text
+/// ┌──────────────────────────────────────────────┬──────────────┬────────┐
+/// │ q[192]: 16 groups of 16 weights, 12 bytes each │ scales[16]:  │ d: f16 │
+/// │         (16 six-bit fields, little-endian)     │ i8           │        │
+/// └──────────────────────────────────────────────┴──────────────┴────────┘
+///   weight 16g + i: bits 6i..6i + 6 of the 96-bit little-endian number q[12g..12g + 12]
+/// ```
+///
+/// The scales and `d` are ggml's, so `weight = d·scales[w/16]·(q − 32)` as for [`BlockQ6K`].
+/// In the canonical order, lane `l` of a 16-weight group owns weights `4l..4l + 4`, which are
+/// here the 24 bits `24l..24l + 24`: one byte shuffle gives a vector its lanes, and a shift pair
+/// each weight, where ggml's layout needs `ql` and `qh` recombined first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ6KPacked {
+    /// The quants, six bits each, 16 per 12 bytes.
+    pub q: [u8; 192],
+    /// Sub-block scales, one per 16 weights (i8 stored as u8), as in [`BlockQ6K`].
+    pub scales: [u8; 16],
+    /// Super-block scale, f16 little-endian, as in [`BlockQ6K`].
+    pub d: [u8; 2],
+}
+
+const _: () = assert!(core::mem::size_of::<BlockQ6KPacked>() == 210);
+const _: () = assert!(core::mem::align_of::<BlockQ6KPacked>() == 1);
+
+impl BlockQ6KPacked {
+    /// The signed scale of 16-weight sub-block `j` (0..16).
+    pub fn scale(&self, j: usize) -> i8 {
+        self.scales[j] as i8
+    }
+
+    /// The 256 quants (0..64) in weight order.
+    pub fn quants(&self) -> [u8; QK_K] {
+        let mut out = [0u8; QK_K];
+        for (group, weights) in self.q.chunks_exact(12).zip(out.chunks_exact_mut(16)) {
+            let mut bits = [0u8; 16];
+            bits[..12].copy_from_slice(group);
+            let bits = u128::from_le_bytes(bits);
+            for (i, w) in weights.iter_mut().enumerate() {
+                *w = (bits >> (6 * i)) as u8 & 63;
+            }
+        }
+        out
+    }
+}
+
+impl From<&BlockQ6K> for BlockQ6KPacked {
+    fn from(b: &BlockQ6K) -> Self {
+        let mut q = [0u8; 192];
+        for (group, weights) in q.chunks_exact_mut(12).zip(b.quants().chunks_exact(16)) {
+            let bits = weights
+                .iter()
+                .enumerate()
+                .fold(0u128, |bits, (i, &w)| bits | u128::from(w) << (6 * i));
+            group.copy_from_slice(&bits.to_le_bytes()[..12]);
+        }
+        BlockQ6KPacked {
+            q,
+            scales: b.scales,
+            d: b.d,
+        }
+    }
+}
+
+impl From<&BlockQ6KPacked> for BlockQ6K {
+    fn from(b: &BlockQ6KPacked) -> Self {
+        let mut out = BlockQ6K {
+            ql: [0; 128],
+            qh: [0; 64],
+            scales: b.scales,
+            d: b.d,
+        };
+        out.set_quants(&b.quants());
+        out
+    }
 }
 
 /// A ggml block format: its size and a checked zero-copy view of bytes as blocks.
@@ -174,6 +283,7 @@ pub trait Block: Pod {
 
 impl Block for BlockQ4K {}
 impl Block for BlockQ6K {}
+impl Block for BlockQ6KPacked {}
 
 #[cfg(test)]
 mod tests {

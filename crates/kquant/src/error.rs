@@ -32,6 +32,13 @@ pub enum Error {
     },
     /// The requested backend is not available on this CPU or build.
     BackendUnavailable,
+    /// Blocks of this format cannot be stored in this layout (see `crate::Layout`).
+    UnsupportedLayout {
+        /// The format's name (`"q4_k"`, `"q6_k"`).
+        ty: &'static str,
+        /// The layout's name.
+        layout: &'static str,
+    },
     /// This thread flushes subnormals to zero (x86 MXCSR FTZ/DAZ, aarch64 FPCR.FZ), which the
     /// canonical order does not allow: results would differ from every other machine's.
     SubnormalsFlushed,
@@ -56,6 +63,9 @@ impl fmt::Display for Error {
             } => write!(f, "{what} has length {actual}, expected {expected}"),
             Error::BackendUnavailable => {
                 write!(f, "the requested backend is not available on this machine")
+            }
+            Error::UnsupportedLayout { ty, layout } => {
+                write!(f, "{ty} blocks cannot be stored in the {layout} layout")
             }
             Error::SubnormalsFlushed => write!(
                 f,

@@ -6,6 +6,9 @@
 //!   activations, in one canonical evaluation order that every [`Backend`] reproduces bit for
 //!   bit (scalar, SSE2, AVX2, AVX-512, NEON, wasm simd128). The order is written out in the
 //!   docs of the `arch::generic` module (`src/arch/generic/mod.rs`).
+//! * [`Layout`] / [`repack`]: Q6_K blocks may also be stored in kquant's "packed6" layout
+//!   ([`BlockQ6KPacked`], same bytes per block), which the wasm kernels read faster, with the
+//!   same results bit for bit; [`QMatrix::with_layout`] takes either.
 //! * [`quantize`]: ggml's reference quantizers; [`synth`]: seeded test data.
 //!
 //! ```
@@ -40,13 +43,15 @@ extern crate std;
 mod arch;
 mod block;
 mod error;
+mod layout;
 mod matrix;
 pub mod quantize;
 pub mod synth;
 
 pub use arch::Backend;
-pub use block::{Block, BlockQ4K, BlockQ6K, QK_K};
+pub use block::{Block, BlockQ4K, BlockQ6K, BlockQ6KPacked, QK_K};
 pub use error::Error;
-pub use matrix::{dequantize, dequantize_with, QMatrix, QuantType};
+pub use layout::{repack, Layout};
+pub use matrix::{dequantize, dequantize_layout_with, dequantize_with, QMatrix, QuantType};
 #[cfg(feature = "alloc")]
 pub use matrix::{mat_vec_q4k, mat_vec_q6k};

@@ -1,7 +1,7 @@
 //! The public entry points: a validated quantized matrix, its mat-vec and dequantization.
 
 use crate::arch::generic::{self, Job, Weights};
-use crate::{Backend, Block, BlockQ4K, BlockQ6K, Error, QK_K};
+use crate::{Backend, Block, BlockQ4K, BlockQ6K, BlockQ6KPacked, Error, Layout, QK_K};
 
 /// A supported ggml quantization format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -73,14 +73,28 @@ impl QuantType {
 #[derive(Clone, Copy, Debug)]
 pub struct QMatrix<'a> {
     ty: QuantType,
+    layout: Layout,
     bytes: &'a [u8],
     rows: usize,
     cols: usize,
 }
 
 impl<'a> QMatrix<'a> {
-    /// Checks that `bytes` holds exactly `rows × cols` weights of type `ty`.
+    /// Checks that `bytes` holds exactly `rows × cols` weights of type `ty`, in ggml's layout.
     pub fn new(ty: QuantType, bytes: &'a [u8], rows: usize, cols: usize) -> Result<Self, Error> {
+        QMatrix::with_layout(ty, Layout::Ggml, bytes, rows, cols)
+    }
+
+    /// [`QMatrix::new`] for blocks stored in `layout` (which must support `ty`). Every layout
+    /// gives the same results, bit for bit.
+    pub fn with_layout(
+        ty: QuantType,
+        layout: Layout,
+        bytes: &'a [u8],
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, Error> {
+        layout.check(ty)?;
         let row_bytes = ty.row_bytes(cols)?;
         if rows == 0 {
             return Err(Error::EmptyShape);
@@ -89,6 +103,7 @@ impl<'a> QMatrix<'a> {
         check_len("weights", expected, bytes.len())?;
         Ok(QMatrix {
             ty,
+            layout,
             bytes,
             rows,
             cols,
@@ -98,6 +113,11 @@ impl<'a> QMatrix<'a> {
     /// The format.
     pub fn ty(&self) -> QuantType {
         self.ty
+    }
+
+    /// The blocks' layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     /// Number of rows (outputs).
@@ -210,7 +230,7 @@ impl<'a> QMatrix<'a> {
             }
         }
         backend.run(Job::MatMul {
-            weights: weights(self.ty, self.bytes)?,
+            weights: weights(self.ty, self.layout, self.bytes)?,
             int8,
             prepared: scratch,
             out,
@@ -275,10 +295,21 @@ pub fn dequantize_with(
     bytes: &[u8],
     out: &mut [f32],
 ) -> Result<(), Error> {
+    dequantize_layout_with(backend, ty, Layout::Ggml, bytes, out)
+}
+
+/// [`dequantize_with`] for blocks stored in `layout`: the same floats as their ggml form gives.
+pub fn dequantize_layout_with(
+    backend: Backend,
+    ty: QuantType,
+    layout: Layout,
+    bytes: &[u8],
+    out: &mut [f32],
+) -> Result<(), Error> {
     if !backend.is_available() {
         return Err(Error::BackendUnavailable);
     }
-    let weights = weights(ty, bytes)?;
+    let weights = weights(ty, layout, bytes)?;
     check_len("out", bytes.len() / ty.block_bytes() * QK_K, out.len())?;
     backend.run(Job::Dequantize { weights, out });
     Ok(())
@@ -289,11 +320,15 @@ pub fn dequantize(ty: QuantType, bytes: &[u8], out: &mut [f32]) -> Result<(), Er
     dequantize_with(Backend::best(), ty, bytes, out)
 }
 
-/// `bytes` viewed as blocks of `ty`.
-fn weights(ty: QuantType, bytes: &[u8]) -> Result<Weights<'_>, Error> {
-    Ok(match ty {
-        QuantType::Q4K => Weights::Q4K(BlockQ4K::slice_from_bytes(bytes)?),
-        QuantType::Q6K => Weights::Q6K(BlockQ6K::slice_from_bytes(bytes)?),
+/// `bytes` viewed as blocks of `ty` in `layout`.
+fn weights(ty: QuantType, layout: Layout, bytes: &[u8]) -> Result<Weights<'_>, Error> {
+    layout.check(ty)?;
+    Ok(match (ty, layout) {
+        (QuantType::Q4K, _) => Weights::Q4K(BlockQ4K::slice_from_bytes(bytes)?),
+        (QuantType::Q6K, Layout::Ggml) => Weights::Q6K(BlockQ6K::slice_from_bytes(bytes)?),
+        (QuantType::Q6K, Layout::Packed6) => {
+            Weights::Q6KPacked(BlockQ6KPacked::slice_from_bytes(bytes)?)
+        }
     })
 }
 

@@ -3,14 +3,15 @@
 //! vectors, no kquant code beyond the bytes of a block (its f16 fields, scales and quants are
 //! decoded here again from the ggml layout). Every backend on this target, in every batch size,
 //! must equal it bit for bit (any NaN equals any NaN), on random shapes and on edge cases:
-//! subnormal and maximal f16 scales, extreme quants, zero, huge, infinite and NaN activations.
+//! subnormal and maximal f16 scales, extreme quants, zero, huge, infinite and NaN activations —
+//! with the blocks in every layout kquant reads (repacked from the ggml bytes the oracle reads).
 // Index loops on purpose: the code follows the contract's indices statement by statement.
 #![allow(clippy::needless_range_loop)]
 
 mod common;
 
 use common::{first_difference, mat_mat, mat_mat_int8, random_blocks, random_x, Rng};
-use kquant::{Backend, QMatrix, QuantType};
+use kquant::{repack, Backend, Layout, QMatrix, QuantType};
 
 /// An IEEE half (little-endian bytes) as f32, from its fields.
 fn f16(bytes: [u8; 2]) -> f32 {
@@ -230,20 +231,26 @@ fn check(mode: &str, ty: QuantType, w: &[u8], rows: usize, xs: &[f32], case: &st
     };
     let want = oracle(row_fn, ty, w, rows, xs);
     let cols = 256 * (w.len() / rows) / ty.block_bytes();
-    let m = QMatrix::new(ty, w, rows, cols).unwrap();
-    for backend in Backend::available() {
-        for n in [1, xs.len() / cols] {
-            let got = run(backend, &m, &xs[..n * cols]);
-            if let Some(i) = first_difference(&got, &want[..n * rows]) {
-                panic!(
-                    "{mode} {ty:?} {case}, batch of {n}, {backend}: row {} of vector {} is {:e} ({:#010x}), the oracle says {:e} ({:#010x})",
-                    i % rows,
-                    i / rows,
-                    got[i],
-                    got[i].to_bits(),
-                    want[i],
-                    want[i].to_bits()
-                );
+    // The oracle reads ggml's blocks; every layout of the same blocks must give its bits.
+    for layout in Layout::ALL.into_iter().filter(|l| l.supports(ty)) {
+        let mut bytes = w.to_vec();
+        repack(ty, Layout::Ggml, layout, &mut bytes).unwrap();
+        let m = QMatrix::with_layout(ty, layout, &bytes, rows, cols).unwrap();
+        for backend in Backend::available() {
+            for n in [1, xs.len() / cols] {
+                let got = run(backend, &m, &xs[..n * cols]);
+                if let Some(i) = first_difference(&got, &want[..n * rows]) {
+                    panic!(
+                        "{mode} {ty:?} ({} layout) {case}, batch of {n}, {backend}: row {} of vector {} is {:e} ({:#010x}), the oracle says {:e} ({:#010x})",
+                        layout.name(),
+                        i % rows,
+                        i / rows,
+                        got[i],
+                        got[i].to_bits(),
+                        want[i],
+                        want[i].to_bits()
+                    );
+                }
             }
         }
     }

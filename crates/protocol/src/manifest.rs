@@ -11,7 +11,7 @@
 
 use core::fmt;
 
-use kquant::QuantType;
+use kquant::{Layout, QuantType};
 use serde::{Deserialize, Serialize};
 
 use crate::Checksum;
@@ -56,6 +56,11 @@ pub struct Manifest {
     /// `dtype` (`f16`, `bf16`, `q8_0`, …); absent when the slices are the stored bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_dtype: Option<String>,
+    /// How the slices' blocks are laid out ([`kquant::Layout`] by name): absent for ggml's own
+    /// blocks, `packed6` for Q6_K blocks repacked for the kernels (`slice --layout packed6`). A
+    /// build that does not know the field refuses the manifest rather than misread the bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
     /// One entry per shard, in index order, covering `0..vocab` without gaps.
     pub shards: Vec<ShardEntry>,
 }
@@ -124,14 +129,22 @@ impl Manifest {
         QuantType::from_name(&self.dtype).expect("validated")
     }
 
+    /// The slices' block layout (ggml's when `layout` is absent).
+    pub fn layout(&self) -> Layout {
+        self.layout.as_deref().map_or(Layout::Ggml, |name| {
+            Layout::from_name(name).expect("validated")
+        })
+    }
+
     /// Bytes of one row.
     pub fn row_bytes(&self) -> usize {
         self.quant_type().row_bytes(self.hidden).expect("validated")
     }
 
     /// The version string derived from everything that changes logits or routing: format
-    /// version, dtype, hidden, vocab, softcap, and each shard's rows, key and checksum. Any such
-    /// change is a new version; a new model name or tensor name is not.
+    /// version, dtype, layout (when not ggml's), hidden, vocab, softcap, and each shard's rows,
+    /// key and checksum. Any such change is a new version; a new model name or tensor name is
+    /// not.
     pub fn content_version(&self) -> String {
         let mut c = Checksum::new();
         let mut text = |t: &str| {
@@ -140,6 +153,9 @@ impl Manifest {
         };
         text(&self.format_version.to_string());
         text(&self.dtype);
+        if self.layout() != Layout::Ggml {
+            text(self.layout().name());
+        }
         let softcap = self
             .softcap
             .map_or("none".into(), |v| v.to_bits().to_string());
@@ -182,6 +198,16 @@ impl Manifest {
                 self.dtype
             ))
         })?;
+        if let Some(name) = &self.layout {
+            let layout = Layout::from_name(name).ok_or_else(|| {
+                ManifestError(format!(
+                    "layout {name:?} is not supported (supported: ggml, packed6)"
+                ))
+            })?;
+            layout
+                .check(ty)
+                .map_err(|e| ManifestError(format!("layout: {e}")))?;
+        }
         if self.hidden > MAX_HIDDEN {
             return fail(format!("hidden = {} is over {MAX_HIDDEN}", self.hidden));
         }
@@ -276,6 +302,7 @@ mod tests {
             shard_count: 2,
             softcap: Some(30.0),
             source_dtype: None,
+            layout: None,
             shards,
         }
         .with_content_version()
@@ -295,6 +322,7 @@ mod tests {
             |m| m.shards[1].row_count = 4,
             |m| m.shards[0].key = "other.bin".into(),
             |m| m.shards[0].checksum = Checksum::of(b"x"),
+            |m| m.layout = Some("packed6".into()),
         ];
         for mutate in changes {
             let mut m = sample();
@@ -304,6 +332,8 @@ mod tests {
         let mut renamed = sample();
         renamed.model = "another name".into();
         renamed.tensor = "token_embd.weight".into();
+        // Naming ggml's layout is the same as leaving it out.
+        renamed.layout = Some("ggml".into());
         assert_eq!(renamed.content_version(), base.version);
     }
 
@@ -313,6 +343,21 @@ mod tests {
         assert_eq!(Manifest::parse(m.to_json().as_bytes()).unwrap(), m);
         assert_eq!(m.quant_type(), QuantType::Q6K);
         assert_eq!(m.row_bytes(), 210);
+        assert_eq!(m.layout(), Layout::Ggml);
+        assert!(
+            !m.to_json().contains("layout"),
+            "ggml's layout is not written"
+        );
+        let packed = Manifest {
+            layout: Some("packed6".into()),
+            ..m
+        }
+        .with_content_version();
+        assert_eq!(
+            Manifest::parse(packed.to_json().as_bytes()).unwrap(),
+            packed
+        );
+        assert_eq!(packed.layout(), Layout::Packed6);
     }
 
     #[test]
@@ -333,6 +378,18 @@ mod tests {
             (|m| m.shards[0].checksum = "md5:00".into(), "checksum"),
             (|m| m.softcap = Some(-1.0), "softcap"),
             (|m| m.shards[1].index = 5, "has index 5"),
+            (
+                |m| m.layout = Some("packed4".into()),
+                "supported: ggml, packed6",
+            ),
+            (
+                |m| {
+                    m.dtype = "q4_k".into();
+                    m.shards.iter_mut().for_each(|s| s.bytes = 3 * 144);
+                    m.layout = Some("packed6".into());
+                },
+                "q4_k blocks cannot be stored in the packed6 layout",
+            ),
         ];
         for (mutate, needle) in cases {
             let mut m = sample();

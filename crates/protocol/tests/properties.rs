@@ -103,6 +103,7 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                     shard_count: shards.len(),
                     softcap,
                     source_dtype: None,
+                    layout: None,
                     shards,
                 };
                 if own_version {

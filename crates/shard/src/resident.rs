@@ -588,8 +588,9 @@ impl Resident {
         precision: Precision,
     ) -> Result<Vec<f32>, ShardError> {
         let rows = self.entry.row_count;
-        let m = QMatrix::new(
+        let m = QMatrix::with_layout(
             self.manifest.quant_type(),
+            self.manifest.layout(),
             &self.slice,
             rows,
             self.manifest.hidden,

@@ -57,6 +57,7 @@ fn model(seed: u64, shards: usize) -> Model {
         shard_count: shards,
         softcap: None,
         source_dtype: None,
+        layout: None,
         shards: entries,
     }
     .with_content_version();

@@ -33,7 +33,7 @@ pub fn compute(
             let (head, rest) = std::mem::take(&mut out)
                 .split_at_mut_checked(rows)
                 .context("a slice holds more rows than the manifest says")?;
-            let m = QMatrix::new(ty, chunk, rows, manifest.hidden)?;
+            let m = QMatrix::with_layout(ty, manifest.layout(), chunk, rows, manifest.hidden)?;
             let mut scratch = vec![0.0; answer::scratch_len(&m, 1)];
             answer::logits_into(&m, hidden, precision, manifest.softcap, head, &mut scratch)?;
             out = rest;

@@ -3,7 +3,7 @@
 use std::fs;
 
 use cobordism_protocol::{encode_f32, Checksum, Manifest, TopK};
-use kquant::QMatrix;
+use kquant::{repack, Layout, QMatrix, QuantType};
 
 use crate::common::*;
 
@@ -135,6 +135,69 @@ fn local_logits_are_deterministic_and_equal_a_direct_mat_vec() {
             &["shard 1", "checksum"],
         );
     }
+}
+
+#[test]
+fn packed6_slices_give_the_same_logits_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let gguf = synth(d, "tiny.gguf", &["--softcap", "30"]);
+    let (_, tensor) = tensor_bytes(&gguf);
+    ok(cli(d, "slice --gguf tiny.gguf --shards 2 --out g"));
+    ok(cli(
+        d,
+        "slice --gguf tiny.gguf --shards 2 --out p --layout packed6",
+    ));
+
+    let m = Manifest::parse(&fs::read(d.join("p/manifest.json")).unwrap()).unwrap();
+    assert_eq!(m.layout(), Layout::Packed6);
+    let ggml = Manifest::parse(&fs::read(d.join("g/manifest.json")).unwrap()).unwrap();
+    assert_ne!(m.version, ggml.version, "the layout is part of the version");
+    // The slices are the tensor's blocks repacked, checksummed as stored.
+    let mut joined = Vec::new();
+    for s in &m.shards {
+        let bytes = fs::read(d.join("p").join(&s.key)).unwrap();
+        assert_eq!(Checksum::of(&bytes), s.checksum);
+        joined.extend(bytes);
+    }
+    repack(QuantType::Q6K, Layout::Packed6, Layout::Ggml, &mut joined).unwrap();
+    assert!(
+        joined == tensor,
+        "packed6 slices are not the tensor repacked"
+    );
+
+    for precision in ["", "--int8"] {
+        let logits = |dir: &str| {
+            let line = format!(
+                "logits --manifest {dir}/manifest.json --local --seed 4 {precision} --out {dir}.f32"
+            );
+            ok(cli(d, &line));
+            fs::read(d.join(format!("{dir}.f32"))).unwrap()
+        };
+        assert!(
+            logits("g") == logits("p"),
+            "packed6 logits differ {precision}"
+        );
+    }
+
+    synth(d, "q4.gguf", &["--type", "q4_k"]);
+    fails(
+        cli(
+            d,
+            "slice --gguf q4.gguf --shards 1 --out q --layout packed6",
+        ),
+        1,
+        &["q4_k blocks cannot be stored in the packed6 layout"],
+    );
+    assert!(!d.join("q").exists(), "nothing written");
+    fails(
+        cli(
+            d,
+            "slice --gguf tiny.gguf --shards 1 --out q --layout packed4",
+        ),
+        2,
+        &["\"packed4\" is not a layout (ggml, packed6)"],
+    );
 }
 
 #[test]

@@ -97,7 +97,7 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
     let (x, _) = decode_hidden(&body, m.hidden).unwrap();
     let s = &m.shards[0];
     let mut logits = vec![0.0f32; s.row_count];
-    QMatrix::new(m.quant_type(), weights, s.row_count, m.hidden)
+    QMatrix::with_layout(m.quant_type(), m.layout(), weights, s.row_count, m.hidden)
         .unwrap()
         .mat_vec(&x, &mut logits)
         .unwrap();

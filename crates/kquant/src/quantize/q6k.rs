@@ -51,13 +51,14 @@ fn quantize_block(x: &[f32; QK_K]) -> BlockQ6K {
     let sc = scales.map(|s| nearest_int(iscale * s).min(127) as u8);
     let d = f16::from_f32(1.0 / iscale);
     requantize(x, d.to_f32(), &sc, &mut levels);
-    let (ql, qh) = pack_levels(&levels);
-    BlockQ6K {
-        ql,
-        qh,
+    let mut block = BlockQ6K {
+        ql: [0; 128],
+        qh: [0; 64],
         scales: sc,
         d: d.to_le_bytes(),
-    }
+    };
+    block.set_quants(&levels);
+    block
 }
 
 /// ggml's `make_qx_quants(16, 32, x, L, 1, NULL)`: weights `x²`, levels stored as `q + 32`.
@@ -127,24 +128,4 @@ fn requantize(x: &[f32; QK_K], d: f32, sc: &[u8; SUBS], levels: &mut [u8; QK_K])
         }
         *ls = xs.map(|v| (nearest_int(v / dj).clamp(-NMAX, NMAX - 1) + NMAX) as u8);
     }
-}
-
-/// Splits the 6-bit levels into `ql` (low nibbles) and `qh` (high bit pairs) as laid out in
-/// [`BlockQ6K`]: in each 128-value half, `ql[l]` holds values `l` and `l + 64`, `ql[l + 32]`
-/// values `l + 32` and `l + 96`, and `qh[l]` the top two bits of all four.
-fn pack_levels(levels: &[u8; QK_K]) -> ([u8; 128], [u8; 64]) {
-    let mut ql = [0u8; 128];
-    let mut qh = [0u8; 64];
-    let (halves, _) = levels.as_chunks::<128>();
-    let (ql_halves, _) = ql.as_chunks_mut::<64>();
-    let (qh_halves, _) = qh.as_chunks_mut::<32>();
-    for ((lv, low), high) in halves.iter().zip(ql_halves).zip(qh_halves) {
-        for l in 0..32 {
-            let q = [lv[l], lv[l + 32], lv[l + 64], lv[l + 96]];
-            low[l] = (q[0] & 0xF) | ((q[2] & 0xF) << 4);
-            low[l + 32] = (q[1] & 0xF) | ((q[3] & 0xF) << 4);
-            high[l] = (q[0] >> 4) | ((q[1] >> 4) << 2) | ((q[2] >> 4) << 4) | ((q[3] >> 4) << 6);
-        }
-    }
-    (ql, qh)
 }

@@ -23,6 +23,17 @@ impl Vector for Neon {
         // SAFETY: `b` is 16 readable bytes; `vld1q_u8` has no alignment requirement.
         unsafe { vreinterpretq_u32_u8(vld1q_u8(b.as_ptr())) }
     }
+    /// One table lookup (`tbl`; index 255 gives a zero top byte).
+    #[inline(always)]
+    fn load_u24(self, bytes: &[u8]) -> uint32x4_t {
+        const PICK: [u8; 16] = [0, 1, 2, 255, 3, 4, 5, 255, 6, 7, 8, 255, 9, 10, 11, 255];
+        let b = &bytes[..16];
+        // SAFETY: see the impl; `b` and `PICK` are 16 readable bytes.
+        unsafe {
+            let table = vld1q_u8(b.as_ptr());
+            vreinterpretq_u32_u8(vqtbl1q_u8(table, vld1q_u8(PICK.as_ptr())))
+        }
+    }
     #[inline(always)]
     fn splat_u(self, v: u32) -> uint32x4_t {
         // SAFETY: see the impl.

@@ -1,14 +1,10 @@
 //! The exact kernels (f32 activations) in the canonical order of the [module docs](super), and
 //! dequantization.
 
-use super::{q4k_chunk, q4k_scales, q6k_chunk, q6k_scales, RowKernel, Vector};
-use crate::{BlockQ4K, BlockQ6K, QK_K};
+use core::marker::PhantomData;
 
-/// Byte `k` of each lane of a [`q6k_chunk`] as the f32 `q − 32`.
-#[inline(always)]
-fn q6k_weight<V: Vector>(v: V, q: V::U, k: u32) -> V::F {
-    v.unpack_byte(q, k, 6, 32)
-}
+use super::{q4k_chunk, q4k_scales, q6k_scales, Q6Block, RowKernel, Vector};
+use crate::{BlockQ4K, QK_K};
 
 /// Low nibble of byte `k` of each lane of a [`q4k_chunk`], as f32.
 #[inline(always)]
@@ -40,15 +36,15 @@ fn reduce<V: Vector>(v: V, acc: [V::F; 4]) -> f32 {
     (t[0] + t[1]) + (t[2] + t[3])
 }
 
-/// The Q6_K row kernel.
+/// The Q6_K row kernel, for blocks in either layout.
 #[derive(Clone, Copy)]
-pub(super) struct Q6K;
+pub(super) struct Q6K<B>(pub(super) PhantomData<B>);
 
-impl RowKernel for Q6K {
-    type Block = BlockQ6K;
+impl<B: Q6Block + Copy> RowKernel for Q6K<B> {
+    type Block = B;
 
     #[inline(always)]
-    fn dot<V: Vector, const N: usize>(self, v: V, row: &[BlockQ6K], xs: [&[f32]; N]) -> [f32; N] {
+    fn dot<V: Vector, const N: usize>(self, v: V, row: &[B], xs: [&[f32]; N]) -> [f32; N] {
         let mut acc = [[v.splat_f(0.0); 4]; N];
         let blocks_of_x = xs.map(|x| x.as_chunks::<QK_K>().0);
         for (i, b) in row.iter().enumerate() {
@@ -56,8 +52,8 @@ impl RowKernel for Q6K {
             let ds = q6k_scales(b);
             each_step!(V::UNROLL_STEPS, s => {
                 for c in 0..16 / V::LANES {
-                    let q = q6k_chunk(v, b, s, c);
-                    let w = [0, 1, 2, 3].map(|k| q6k_weight(v, q, k));
+                    let q = b.chunk(v, s, c);
+                    let w = [0, 1, 2, 3].map(|k| B::weight(v, q, k));
                     let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
                     let at = 64 * s + c * V::LANES;
                     for (a, x) in acc.iter_mut().zip(xb) {
@@ -114,13 +110,13 @@ impl RowKernel for Q4K {
 }
 
 #[inline(always)]
-pub(super) fn dequant_q6k<V: Vector>(v: V, b: &BlockQ6K, y: &mut [f32]) {
+pub(super) fn dequant_q6k<V: Vector, B: Q6Block>(v: V, b: &B, y: &mut [f32]) {
     let ds = q6k_scales(b);
     for s in 0..4 {
         for c in 0..16 / V::LANES {
-            let q = q6k_chunk(v, b, s, c);
+            let q = b.chunk(v, s, c);
             let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
-            let w = [0, 1, 2, 3].map(|k| v.mul(scale, q6k_weight(v, q, k)));
+            let w = [0, 1, 2, 3].map(|k| v.mul(scale, B::weight(v, q, k)));
             v.store_interleaved(w, &mut y[64 * s + 4 * c * V::LANES..]);
         }
     }

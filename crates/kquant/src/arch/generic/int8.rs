@@ -26,7 +26,9 @@
 //! `sc`/`m` the sub-block scales and mins. The quantization of `x` costs about 7e-3 of
 //! max |y| in accuracy (measured in `tests/int8.rs`); the exact kernels stay near 1e-7.
 
-use super::{q4k_chunk, q6k_chunk, RowKernel, Vector};
+use core::marker::PhantomData;
+
+use super::{q4k_chunk, Q6Block, RowKernel, Vector};
 use crate::quantize::nearest_int;
 
 /// `nearest_int` (ties to even); the must-fail build `--cfg kquant_perturb="ties"` rounds ties
@@ -41,7 +43,7 @@ fn round(t: f32) -> i32 {
         r
     }
 }
-use crate::{BlockQ4K, BlockQ6K, QK_K};
+use crate::{BlockQ4K, QK_K};
 
 /// f32-sized words of prepared activations for `cols` columns: the quants as i8 (four per
 /// word) and as i16 (two per word; backends without an 8-bit multiply use these), one scale per
@@ -127,44 +129,44 @@ pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
     }
 }
 
-/// Adds `Σ q·scale·xq` over one chunk (its quants `q` start at column `at` of the block) to
-/// `acc`.
+/// Adds `Σ q·scale·xq` over one chunk (its quants `q`, in the form `dot` takes, start at column
+/// `at` of the block) to `acc`.
 #[inline(always)]
 fn chunk_sum<V: Vector>(
     v: V,
     acc: V::U,
-    q: V::U,
+    (q, dot): (V::U, impl Fn(V, V::U, &[i8], &[i16], &[i16]) -> V::U),
     x: &PreparedBlock,
     at: usize,
     scales: &[i16],
 ) -> V::U {
-    v.add_i32(acc, v.dot_scaled(q, &x.xq8[at..], &x.xq16[at..], scales))
+    v.add_i32(acc, dot(v, q, &x.xq8[at..], &x.xq16[at..], scales))
 }
 
-/// The Q6_K kernel with 8-bit activations.
+/// The Q6_K kernel with 8-bit activations, for blocks in either layout.
 #[derive(Clone, Copy)]
-pub(super) struct Q6KQ8;
+pub(super) struct Q6KQ8<B>(pub(super) PhantomData<B>);
 
-impl RowKernel for Q6KQ8 {
+impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
     const WIDEST_PASS: usize = 8;
-    type Block = BlockQ6K;
+    type Block = B;
 
     #[inline(always)]
-    fn dot<V: Vector, const N: usize>(self, v: V, row: &[BlockQ6K], xs: [&[f32]; N]) -> [f32; N] {
+    fn dot<V: Vector, const N: usize>(self, v: V, row: &[B], xs: [&[f32]; N]) -> [f32; N] {
         let prepared = xs.map(parts);
         let mut acc = [0.0f32; N];
         for (i, b) in row.iter().enumerate() {
             let sc: [i16; 16] = core::array::from_fn(|j| i16::from(b.scale(j)));
-            let d = v.f16_to_f32(b.d);
+            let d = v.f16_to_f32(b.d());
             let xb = prepared.map(|x| x.block(i));
             let mut sums = [v.splat_u(0); N];
             each_step!(V::unroll_int8_steps(N), s => {
                 for c in 0..16 / V::LANES {
-                    let q = q6k_chunk(v, b, s, c);
+                    let q = b.chunk(v, s, c);
                     let at = 64 * s + 4 * V::LANES * c;
                     let scales = &sc[4 * s + c * V::LANES / 4..];
                     for (sum, x) in sums.iter_mut().zip(&xb) {
-                        *sum = chunk_sum(v, *sum, q, x, at, scales);
+                        *sum = chunk_sum(v, *sum, (q, B::dot_scaled), x, at, scales);
                     }
                 }
             });
@@ -207,7 +209,7 @@ impl RowKernel for Q4KQ8 {
                     let at = 64 * s + 4 * V::LANES * c;
                     let scales = &sc[4 * s + c * V::LANES / 4..];
                     for (sum, x) in sums.iter_mut().zip(&xb) {
-                        *sum = chunk_sum(v, *sum, q, x, at, scales);
+                        *sum = chunk_sum(v, *sum, (q, V::dot_scaled), x, at, scales);
                     }
                 }
             });

@@ -64,6 +64,12 @@
 //!   high nibbles of weights 32..64 (again `load_twice`); byte `k` becomes an f32 by a shift,
 //!   a mask and a conversion, or on AVX-512 by a permute of the table 0.0..=15.0.
 //!
+//! * Q6_K in kquant's packed6 layout (`crate::BlockQ6KPacked`): lane `L` of a step's 16 owns the
+//!   24 bits at `3L` bytes into the step's 48 (`Vector::load_u24` puts them in the lane), and
+//!   weight `k` is the field at bit `6k`: `^ 0x20` per field makes it `q − 32` in six-bit two's
+//!   complement, sign-extended by `(u << (26 − 6k)) >> 26`; a conversion makes it an exact f32.
+//!   The int8 mode reads the same fields as unsigned quants (`Vector::dot_scaled_packed6`).
+//!
 //! Dequantization uses the same unpacking and ggml's own arithmetic: `(d·scale)·(q − 32)` for
 //! Q6_K and `(d·sc)·q − dmin·m` for Q4_K, so it is bit-identical to ggml's
 //! `dequantize_row_q6_K` / `dequantize_row_q4_K`.
@@ -100,7 +106,9 @@ macro_rules! each_step {
 mod exact;
 pub(crate) mod int8;
 
-use crate::{BlockQ4K, BlockQ6K, QK_K};
+use core::marker::PhantomData;
+
+use crate::{BlockQ4K, BlockQ6K, BlockQ6KPacked, QK_K};
 use exact::{dequant_q4k, dequant_q6k, Q4K, Q6K};
 use int8::{Q4KQ8, Q6KQ8};
 
@@ -187,6 +195,38 @@ pub(crate) trait Vector: Copy {
     /// scale of their 16-byte group (`scales[t / 16]`, |scale| ≤ 128), summed into `LANES` i32
     /// partial sums in any grouping (the sums are exact, so the grouping is free).
     fn dot_scaled(self, q: Self::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> Self::U;
+    /// Lane `i` gets bytes `3i..3i + 3` of `bytes` in its low three bytes (its top byte is
+    /// unspecified): a packed6 chunk's lanes. `bytes` must hold `3·LANES` bytes and may need up
+    /// to `4·LANES` readable (the block's scales follow its quants, so a chunk always has them).
+    #[inline(always)]
+    fn load_u24(self, bytes: &[u8]) -> Self::U {
+        let mut lanes = [0u8; 64];
+        for (lane, field) in lanes
+            .chunks_exact_mut(4)
+            .zip(bytes.chunks_exact(3))
+            .take(Self::LANES)
+        {
+            lane[..3].copy_from_slice(field);
+        }
+        self.load_u(&lanes)
+    }
+    /// [`Vector::dot_scaled`] for a packed6 chunk given as its [`Vector::load_u24`] lanes: byte `k`
+    /// of lane `i` (the quant of weight `4i + k`) is the six-bit field at bit `6k` of the lane.
+    #[inline(always)]
+    fn dot_scaled_packed6(
+        self,
+        lanes: Self::U,
+        xq8: &[i8],
+        xq16: &[i16],
+        scales: &[i16],
+    ) -> Self::U {
+        let field = |k: u32, mask: u32| self.and(self.shl(lanes, 2 * k), self.splat_u(mask));
+        let q = self.or(
+            self.or(field(0, 0x3F), field(1, 0x3F00)),
+            self.or(field(2, 0x3F_0000), field(3, 0x3F00_0000)),
+        );
+        self.dot_scaled(q, xq8, xq16, scales)
+    }
     /// Lane-wise i32 addition.
     fn add_i32(self, a: Self::U, b: Self::U) -> Self::U;
     /// The sum of the i32 lanes of `sum` (wrapping), and `Σ a_i·b_i` over 16 i16 pairs whose
@@ -218,6 +258,7 @@ pub(crate) fn unpack_byte_by_shifts<V: Vector>(
 pub(crate) enum Weights<'a> {
     Q4K(&'a [BlockQ4K]),
     Q6K(&'a [BlockQ6K]),
+    Q6KPacked(&'a [BlockQ6KPacked]),
 }
 
 /// One call's work, handed from the dispatcher to a backend.
@@ -251,9 +292,11 @@ pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
             rows,
         } => match (weights, int8) {
             (Weights::Q4K(b), false) => mat_mul(v, Q4K, b, prepared, out, rows),
-            (Weights::Q6K(b), false) => mat_mul(v, Q6K, b, prepared, out, rows),
+            (Weights::Q6K(b), false) => mat_mul(v, Q6K(PhantomData), b, prepared, out, rows),
+            (Weights::Q6KPacked(b), false) => mat_mul(v, Q6K(PhantomData), b, prepared, out, rows),
             (Weights::Q4K(b), true) => mat_mul(v, Q4KQ8, b, prepared, out, rows),
-            (Weights::Q6K(b), true) => mat_mul(v, Q6KQ8, b, prepared, out, rows),
+            (Weights::Q6K(b), true) => mat_mul(v, Q6KQ8(PhantomData), b, prepared, out, rows),
+            (Weights::Q6KPacked(b), true) => mat_mul(v, Q6KQ8(PhantomData), b, prepared, out, rows),
         },
         Job::Dequantize {
             weights: Weights::Q4K(blocks),
@@ -265,6 +308,14 @@ pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
         }
         Job::Dequantize {
             weights: Weights::Q6K(blocks),
+            out,
+        } => {
+            for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+                dequant_q6k(v, b, y);
+            }
+        }
+        Job::Dequantize {
+            weights: Weights::Q6KPacked(blocks),
             out,
         } => {
             for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
@@ -404,9 +455,75 @@ pub(crate) fn f16_to_f32(h: [u8; 2]) -> f32 {
 /// exact Q6_K kernel took 10.0 instead of 8.1 ms although its loop differs by three
 /// instructions (cause not found; AVX2 is level either way).
 #[inline(always)]
-fn q6k_scales(b: &BlockQ6K) -> [f32; 16] {
-    let d = f16_to_f32(b.d);
+fn q6k_scales<B: Q6Block>(b: &B) -> [f32; 16] {
+    let d = f16_to_f32(b.d());
     core::array::from_fn(|j| d * f32::from(b.scale(j)))
+}
+
+/// A Q6_K block in one of its layouts, as the kernels read it: a chunk's quants come out as a
+/// vector (`chunk`), from which the exact kernel takes its weights and the int8 kernel its dot
+/// products. The kernels (`exact::Q6K`, `int8::Q6KQ8`) are written once over this trait.
+pub(crate) trait Q6Block {
+    /// `d`, f16 little-endian.
+    fn d(&self) -> [u8; 2];
+    /// The signed scale of 16-weight sub-block `j`.
+    fn scale(&self, j: usize) -> i8;
+    /// Chunk `c` of step `s`, in the layout's own form.
+    fn chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U;
+    /// Weight `k` of each lane of a chunk (weight `4L + k` for lane `L`): the exact f32 `q − 32`.
+    fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F;
+    /// [`Vector::dot_scaled`] of a chunk.
+    fn dot_scaled<V: Vector>(v: V, chunk: V::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> V::U;
+}
+
+impl Q6Block for BlockQ6K {
+    #[inline(always)]
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+    #[inline(always)]
+    fn scale(&self, j: usize) -> i8 {
+        self.scales[j] as i8
+    }
+    /// The quants as bytes (0..63) in weight order ([`q6k_chunk`]).
+    #[inline(always)]
+    fn chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U {
+        q6k_chunk(v, self, s, c)
+    }
+    #[inline(always)]
+    fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F {
+        v.unpack_byte(chunk, k, 6, 32)
+    }
+    #[inline(always)]
+    fn dot_scaled<V: Vector>(v: V, chunk: V::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> V::U {
+        v.dot_scaled(chunk, xq8, xq16, scales)
+    }
+}
+
+impl Q6Block for BlockQ6KPacked {
+    #[inline(always)]
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+    #[inline(always)]
+    fn scale(&self, j: usize) -> i8 {
+        self.scales[j] as i8
+    }
+    /// The lanes' 24 bits ([`Vector::load_u24`]); a chunk is `3·LANES` bytes, 48 per step. The
+    /// scales and `d` follow the quants, so the loads of the last chunk stay inside the block.
+    #[inline(always)]
+    fn chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U {
+        v.load_u24(&bytemuck::bytes_of(self)[48 * s + 3 * V::LANES * c..])
+    }
+    #[inline(always)]
+    fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F {
+        let signed = v.xor(chunk, v.splat_u(0x0082_0820)); // bit 5 of each field: q ^ 32
+        v.to_f32(v.sar(v.shl(signed, 26 - 6 * k), 26))
+    }
+    #[inline(always)]
+    fn dot_scaled<V: Vector>(v: V, chunk: V::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> V::U {
+        v.dot_scaled_packed6(chunk, xq8, xq16, scales)
+    }
 }
 
 /// For a Q4_K block: `d · f32(sc)` per 16-weight group (two per sub-block), and `dmin · f32(m)`

@@ -4,9 +4,57 @@ use core::arch::wasm32::*;
 
 use crate::arch::generic::{self, Job, Vector};
 
-/// Token for simd128, enabled at compile time for this build.
+/// Token for simd128, enabled at compile time for this build, with the constant vectors of the
+/// packed6 kernels.
+///
+/// They are values made once per call and hidden from LLVM (`black_box`), not constants, for
+/// two reasons measured in workerd (`benches/engine`): LLVM turns a swizzle by a constant into
+/// an `i8x16.shuffle`, whose mask V8 rebuilds from immediates at every use, and narrows the
+/// 16-byte load before it to the bytes the shuffle reads (three partial loads: the int8 kernel
+/// took 23 instead of 14 ms); and LLVM turns a multiply by constant powers of two into per-lane
+/// shifts, which simd128 lacks, so it takes the lanes apart one by one (65 ms).
 #[derive(Clone, Copy)]
-pub(crate) struct Simd128;
+pub(crate) struct Simd128 {
+    /// `load_u24`: lane `i` gets bytes `3i..3i + 3` (and byte `3i + 2` again on top).
+    lanes24: v128,
+    /// `dot_scaled_packed6`: i16 lane `i` gets the two bytes of a `load_u24` vector that hold
+    /// the field of weight `i` (weights 0..8), and of weight `8 + i`.
+    fields_low: v128,
+    fields_high: v128,
+    /// i16 lane `i` times `2^(10 − 6i mod 8)`: the field to the lane's top six bits.
+    to_top: v128,
+}
+
+impl Simd128 {
+    fn new() -> Self {
+        use core::hint::black_box;
+        Simd128 {
+            lanes24: black_box(u8x16(0, 1, 2, 2, 3, 4, 5, 5, 6, 7, 8, 8, 9, 10, 11, 11)),
+            fields_low: black_box(u8x16(0, 1, 0, 1, 1, 2, 2, 4, 4, 5, 4, 5, 5, 6, 6, 8)),
+            fields_high: black_box(u8x16(
+                8, 9, 8, 9, 9, 10, 10, 12, 12, 13, 12, 13, 13, 14, 14, 15,
+            )),
+            to_top: black_box(i16x8(1024, 16, 64, 256, 1024, 16, 64, 256)),
+        }
+    }
+
+    /// `Σ q·x` over 16 weights given as two i16x8 halves, in i32 lanes, times the group's
+    /// scale.
+    #[inline(always)]
+    fn dot16(self, q_low: v128, q_high: v128, xq: &[i16], scale: i16) -> v128 {
+        let x = &xq[..16];
+        // SAFETY: `x` is 16 readable i16.
+        let (x_low, x_high) = unsafe {
+            (
+                v128_load(x.as_ptr().cast()),
+                v128_load(x[8..].as_ptr().cast()),
+            )
+        };
+        let low = i32x4_dot_i16x8(q_low, x_low);
+        let high = i32x4_dot_i16x8(q_high, x_high);
+        i32x4_mul(i32x4_add(low, high), i32x4_splat(i32::from(scale)))
+    }
+}
 
 impl Vector for Simd128 {
     const LANES: usize = 4;
@@ -117,21 +165,30 @@ impl Vector for Simd128 {
     }
     #[inline(always)]
     fn dot_scaled(self, q: v128, _: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
-        let x = &xq[..16];
-        // SAFETY: `x` is 16 readable i16.
-        let (x_lo, x_hi) = unsafe {
-            (
-                v128_load(x.as_ptr().cast()),
-                v128_load(x[8..].as_ptr().cast()),
-            )
-        };
         // The quants (≤ 63) widened to i16, pairs of products with x summed into i32 lanes by
         // `i32x4.dot_i16x8_s` (|lane| ≤ 4·63·127), then times the group's scale (exact in i32).
         // Cheaper in V8 than multiplying i8 by i8 (`extmul`): 22.4 → 19.8 ms for Q6_K. No
         // relaxed instruction (checked on every build).
-        let lo = i32x4_dot_i16x8(u16x8_extend_low_u8x16(q), x_lo);
-        let hi = i32x4_dot_i16x8(u16x8_extend_high_u8x16(q), x_hi);
-        i32x4_mul(i32x4_add(lo, hi), i32x4_splat(i32::from(scales[0])))
+        let (low, high) = (u16x8_extend_low_u8x16(q), u16x8_extend_high_u8x16(q));
+        self.dot16(low, high, xq, scales[0])
+    }
+    /// One byte swizzle (a register operand: see [`Simd128`]).
+    #[inline(always)]
+    fn load_u24(self, bytes: &[u8]) -> v128 {
+        i8x16_swizzle(self.load_u(bytes), self.lanes24)
+    }
+    /// The fields go straight to i16 lanes: a swizzle puts the two bytes holding each in its
+    /// lane, a multiply by a power of two moves it to the top and a logical shift by 10 brings
+    /// it down as the quant (7 operations per 16 weights, against ~9.5 to rebuild ggml's).
+    #[inline(always)]
+    fn dot_scaled_packed6(self, lanes: v128, _: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
+        let quants = |pick: v128| u16x8_shr(i16x8_mul(i8x16_swizzle(lanes, pick), self.to_top), 10);
+        self.dot16(
+            quants(self.fields_low),
+            quants(self.fields_high),
+            xq,
+            scales[0],
+        )
     }
     #[inline(always)]
     fn add_i32(self, a: v128, b: v128) -> v128 {
@@ -161,5 +218,5 @@ impl Vector for Simd128 {
 
 /// Runs a job on simd128.
 pub(crate) fn run(job: Job<'_>) {
-    generic::run(Simd128, job);
+    generic::run(Simd128::new(), job);
 }

@@ -29,6 +29,21 @@ impl Vector for Avx2 {
         }
         v
     }
+    /// Lanes 0..4 from bytes 0..12, lanes 4..8 from bytes 12..24: two 16-byte loads side by
+    /// side, then one in-lane byte shuffle (the top byte of each lane zeroed).
+    #[inline(always)]
+    fn load_u24(self, bytes: &[u8]) -> __m256i {
+        let b = &bytes[..28];
+        // SAFETY: see the impl; `b` is 28 readable bytes and the loads read `b[..16]` and
+        // `b[12..28]`.
+        unsafe {
+            let halves = _mm256_loadu2_m128i(b[12..].as_ptr().cast(), b.as_ptr().cast());
+            let pick = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+                0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1,
+            ));
+            _mm256_shuffle_epi8(halves, pick)
+        }
+    }
     #[inline(always)]
     fn splat_u(self, v: u32) -> __m256i {
         // SAFETY: see the impl.

@@ -31,6 +31,21 @@ impl Vector for Avx512 {
         // SAFETY: see the impl; `b` is 64 readable bytes.
         unsafe { _mm512_loadu_si512(b.as_ptr().cast()) }
     }
+    /// The 48 bytes as four 12-byte groups, one per 128-bit lane (a dword permute: 12 bytes
+    /// are 3 dwords), then one in-lane byte shuffle (the top byte of each lane zeroed).
+    #[inline(always)]
+    fn load_u24(self, bytes: &[u8]) -> __m512i {
+        let b = &bytes[..64];
+        // SAFETY: see the impl; `b` is 64 readable bytes.
+        unsafe {
+            let all = _mm512_loadu_si512(b.as_ptr().cast());
+            let groups = _mm512_setr_epi32(0, 1, 2, 2, 3, 4, 5, 5, 6, 7, 8, 8, 9, 10, 11, 11);
+            let pick = _mm512_broadcast_i32x4(_mm_setr_epi8(
+                0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1,
+            ));
+            _mm512_shuffle_epi8(_mm512_permutexvar_epi32(groups, all), pick)
+        }
+    }
     #[inline(always)]
     fn load_twice(self, bytes: &[u8], o: usize, shift: u32) -> __m512i {
         debug_assert_eq!(o, 0, "16 lanes cover the whole 64-byte stream");
