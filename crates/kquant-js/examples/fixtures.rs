@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use kquant::synth::{random_blocks, SplitMix64};
-use kquant::{dequantize, Backend, QMatrix, QuantType, QK_K};
+use kquant::{dequantize, repack, Backend, Layout, QMatrix, QuantType, QK_K};
 
 const USAGE: &str =
     "usage: fixtures OUTDIR [--rows N] [--cols N (multiple of 256)] [--seed N] [--no-dequantize]";
@@ -84,6 +84,18 @@ fn run(a: &Args) -> Result<(), String> {
             })
             .map_err(|e| e.to_string())?;
         write(&a.out, &format!("{name}.weights"), &weights)?;
+        for layout in Layout::ALL
+            .into_iter()
+            .filter(|l| *l != Layout::Ggml && l.supports(ty))
+        {
+            let mut packed = weights.clone();
+            repack(ty, Layout::Ggml, layout, &mut packed).map_err(|e| e.to_string())?;
+            write(
+                &a.out,
+                &format!("{name}.{}.weights", layout.name()),
+                &packed,
+            )?;
+        }
         write(&a.out, &format!("{name}.matvec.f32"), &f32_bytes(&out))?;
         write(
             &a.out,

@@ -66,6 +66,15 @@ pub enum Problem {
     },
     /// The `dtype` string is not a supported format.
     UnknownDtype(String),
+    /// The `layout` string is not a layout kquant knows.
+    UnknownLayout(String),
+    /// The format cannot be stored in the layout.
+    UnsupportedLayout {
+        /// The format's name.
+        dtype: &'static str,
+        /// The layout's name.
+        layout: &'static str,
+    },
     /// Wasm memory could not grow by `bytes` (the allocation was refused, nothing trapped).
     OutOfMemory {
         /// What the memory was for.
@@ -141,6 +150,15 @@ impl fmt::Display for Error {
             ),
             Problem::UnknownDtype(dtype) => {
                 write!(f, "unknown dtype {dtype:?}, expected \"q4_k\" or \"q6_k\"")
+            }
+            Problem::UnknownLayout(layout) => {
+                write!(
+                    f,
+                    "unknown layout {layout:?}, expected \"ggml\" or \"packed6\""
+                )
+            }
+            Problem::UnsupportedLayout { dtype, layout } => {
+                write!(f, "{dtype} blocks cannot be stored in the {layout} layout")
             }
             Problem::OutOfMemory { what, bytes } => write!(
                 f,

@@ -7,17 +7,24 @@
 //! `Symbol.dispose`) releases it all for reuse by the next allocation.
 
 use js_sys::{Float32Array, Uint8Array};
+use kquant::Layout;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
 
 use crate::buffer::{describe, reserve, typed, zeroed, TypedArray};
 use crate::error::{Error, Problem};
-use crate::shape::{check_len, parse_dtype, Shape};
+use crate::shape::{check_len, parse_dtype, parse_layout, Shape};
 
 #[wasm_bindgen(typescript_custom_section)]
 const DTYPE: &str = r#"
 /** The quantization formats: ggml's Q4_K and Q6_K. */
 export type Dtype = "q4_k" | "q6_k";
+/**
+ * How a slice's blocks are laid out: ggml's own bytes, or (Q6_K only) kquant's "packed6", the
+ * same bytes per block rearranged for the kernels (`cobordism slice --layout packed6`; the
+ * manifest's `layout`). Both give the same bits.
+ */
+export type Layout = "ggml" | "packed6";
 "#;
 
 /// A `rows × cols` Q4_K or Q6_K matrix resident in wasm memory.
@@ -43,14 +50,16 @@ pub struct ResidentSlice {
 
 #[wasm_bindgen]
 impl ResidentSlice {
-    /// Reserves wasm memory for a `rows × cols` matrix of `dtype` (`"q4_k"` or `"q6_k"`):
+    /// Reserves wasm memory for a `rows × cols` matrix of `dtype` (`"q4_k"` or `"q6_k"`) whose
+    /// blocks come in `layout` (`"ggml"` when left out; a manifest's `layout`):
     /// `rows × row bytes` for the blocks plus `cols + rows` floats and the kernel's scratch.
-    /// Throws if the shape is invalid or wasm memory cannot grow that much.
+    /// Throws if the shape or layout is invalid or wasm memory cannot grow that much.
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "Dtype")] dtype: &JsValue,
         rows: f64,
         cols: f64,
+        #[wasm_bindgen(unchecked_param_type = "Layout | undefined")] layout: &JsValue,
     ) -> Result<ResidentSlice, Error> {
         const CALL: &str = "new ResidentSlice";
         let dtype = dtype.as_string().ok_or_else(|| {
@@ -63,7 +72,23 @@ impl ResidentSlice {
                 },
             )
         })?;
+        let layout = if layout.is_undefined() {
+            Layout::Ggml
+        } else {
+            let name = layout.as_string().ok_or_else(|| {
+                Error::new(
+                    CALL,
+                    Problem::WrongType {
+                        what: "layout",
+                        expected: "\"ggml\", \"packed6\" or undefined",
+                        got: describe(layout),
+                    },
+                )
+            })?;
+            parse_layout(CALL, &name)?
+        };
         let shape = Shape::new(CALL, parse_dtype(CALL, &dtype)?, rows, cols)?;
+        let shape = shape.with_layout(CALL, layout)?;
         let mut bytes = Vec::new();
         reserve(CALL, "the slice", &mut bytes, shape.bytes)?;
         Ok(ResidentSlice {
@@ -168,6 +193,12 @@ impl ResidentSlice {
     #[wasm_bindgen(getter, unchecked_return_type = "Dtype")]
     pub fn dtype(&self) -> String {
         self.shape.ty.name().into()
+    }
+
+    /// The blocks' layout: `"ggml"` or `"packed6"`.
+    #[wasm_bindgen(getter, unchecked_return_type = "Layout")]
+    pub fn layout(&self) -> String {
+        self.shape.layout.name().into()
     }
 
     /// Rows (outputs of `matVec`).

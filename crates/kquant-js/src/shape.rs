@@ -1,7 +1,7 @@
 //! Checking what JS passes for a matrix — the format, `rows`, `cols` — and the lengths they imply,
 //! before any byte is copied.
 
-use kquant::{Backend, QMatrix, QuantType, QK_K};
+use kquant::{Backend, Layout, QMatrix, QuantType, QK_K};
 
 use crate::error::{Error, Problem};
 
@@ -10,6 +10,8 @@ use crate::error::{Error, Problem};
 pub struct Shape {
     /// The format.
     pub ty: QuantType,
+    /// The blocks' layout (ggml's unless [`Shape::with_layout`] said otherwise).
+    pub layout: Layout,
     /// Rows (outputs of a mat-vec).
     pub rows: usize,
     /// Columns (inputs), a positive multiple of 256.
@@ -36,11 +38,22 @@ impl Shape {
         ))?;
         Ok(Shape {
             ty,
+            layout: Layout::Ggml,
             rows,
             cols,
             row_bytes,
             bytes,
         })
+    }
+
+    /// This shape with its blocks in `layout` (the same bytes per block), if `layout` supports
+    /// the format.
+    pub fn with_layout(self, call: &'static str, layout: Layout) -> Result<Shape, Error> {
+        layout.check(self.ty).map_err(|_| {
+            let (dtype, layout) = (self.ty.name(), layout.name());
+            Error::new(call, Problem::UnsupportedLayout { dtype, layout })
+        })?;
+        Ok(Shape { layout, ..self })
     }
 
     /// `out = W·x` on the best backend, for the `out.len()` rows whose blocks are `weights`
@@ -55,7 +68,7 @@ impl Shape {
         scratch: &mut [f32],
         int8: bool,
     ) -> Result<(), Error> {
-        QMatrix::new(self.ty, weights, out.len(), self.cols)
+        QMatrix::with_layout(self.ty, self.layout, weights, out.len(), self.cols)
             .and_then(|m| {
                 if int8 {
                     let scratch = &mut scratch[..m.int8_scratch_len()];
@@ -91,6 +104,11 @@ impl Shape {
 /// The format named `name` (`"q4_k"` or `"q6_k"`, any case).
 pub fn parse_dtype(call: &'static str, name: &str) -> Result<QuantType, Error> {
     QuantType::from_name(name).ok_or_else(|| Error::new(call, Problem::UnknownDtype(name.into())))
+}
+
+/// The [`Layout`] named `name` (`"ggml"`, `"packed6"`).
+pub fn parse_layout(call: &'static str, name: &str) -> Result<Layout, Error> {
+    Layout::from_name(name).ok_or_else(|| Error::new(call, Problem::UnknownLayout(name.into())))
 }
 
 /// Checks a dequantization: `bytes` must be whole blocks of `ty` and `out` 256 floats per block.

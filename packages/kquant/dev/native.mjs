@@ -16,7 +16,8 @@ export const DTYPES = ["q4_k", "q6_k"];
  * @param {{rows?: number, cols?: number, seed?: number, dequantize?: boolean, dir?: string}} o
  * @returns {{dir: string, rows: number, cols: number, backend: string, x: Float32Array,
  *   q4_k: {weights: Uint8Array, matvec: Float32Array, matvecInt8: Float32Array, dequant?: Float32Array},
- *   q6_k: {weights: Uint8Array, matvec: Float32Array, matvecInt8: Float32Array, dequant?: Float32Array}}}
+ *   q6_k: {weights: Uint8Array, packed6: Uint8Array, matvec: Float32Array, matvecInt8: Float32Array,
+ *     dequant?: Float32Array}}}
  */
 export function nativeFixtures({ rows, cols, seed, dequantize = true, dir } = {}) {
   dir ??= mkdtempSync(join(tmpdir(), "kquant-fixtures-"));
@@ -44,6 +45,7 @@ export function nativeFixtures({ rows, cols, seed, dequantize = true, dir } = {}
       matvecInt8: floats(`${dtype}.matvec-int8.f32`),
     };
     if (dequantize) f[dtype].dequant = floats(`${dtype}.dequant.f32`);
+    if (dtype === "q6_k") f[dtype].packed6 = bytes(`${dtype}.packed6.weights`);
   }
   return f;
 }

@@ -62,6 +62,15 @@ test("ResidentSlice: dtype and shape", () => {
     "new ResidentSlice: rows must be a positive integer below 2^32, got 0");
 });
 
+test("ResidentSlice: layout", () => {
+  throwsMessage(() => new ResidentSlice("q6_k", 2, 256, "packed4"),
+    'new ResidentSlice: unknown layout "packed4", expected "ggml" or "packed6"');
+  throwsMessage(() => new ResidentSlice("q4_k", 2, 256, "packed6"),
+    "new ResidentSlice: q4_k blocks cannot be stored in the packed6 layout");
+  throwsMessage(() => new ResidentSlice("q6_k", 2, 256, 6),
+    'new ResidentSlice: layout must be "ggml", "packed6" or undefined, got number');
+});
+
 test("ResidentSlice: more memory than wasm can give is an Error, and the module still works", () => {
   // 20 000 000 rows × 210 bytes = 4.2 GB: fits in a 32-bit size, not in wasm memory.
   throwsMessage(() => new ResidentSlice("q6_k", 20_000_000, 256),
