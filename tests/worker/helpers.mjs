@@ -18,14 +18,15 @@ export function tempDir(name) {
 }
 
 /** Synthesizes a model and slices it: returns { dir, manifest }. */
-export function makeModel({ type = "q6_k", hidden = 512, vocab = 4096, shards = 2, seed = 1, softcap, budgetMib } = {}) {
+export function makeModel({ type = "q6_k", hidden = 512, vocab = 4096, shards = 2, seed = 1, softcap, budgetMib, layout } = {}) {
   const dir = tempDir("model");
   const gguf = join(dir, "model.gguf");
   const args = ["synth", "--out", gguf, "--type", type, "--hidden", `${hidden}`, "--vocab", `${vocab}`, "--seed", `${seed}`];
   if (softcap) args.push("--softcap", `${softcap}`);
   cli(...args);
   const budget = budgetMib ? ["--budget-mib", `${budgetMib}`] : [];
-  cli("slice", "--gguf", gguf, "--shards", `${shards}`, "--out", join(dir, "slices"), ...budget);
+  const layoutArgs = layout ? ["--layout", layout] : [];
+  cli("slice", "--gguf", gguf, "--shards", `${shards}`, "--out", join(dir, "slices"), ...budget, ...layoutArgs);
   const manifest = JSON.parse(readFileSync(join(dir, "slices", "manifest.json"), "utf8"));
   return { dir, slices: join(dir, "slices"), manifest };
 }

@@ -72,6 +72,23 @@ test("?precision=int8: the fast mode gives the bits of kquant's native fast mode
   });
 });
 
+test("packed6 slices: both modes give the bits of the ggml slices' native logits", async () => {
+  const packed = makeModel({ type: "q6_k", hidden: 512, vocab: 4096, shards: 2, seed: 1, layout: "packed6" });
+  assert.equal(packed.manifest.layout, "packed6");
+  await withShards({}, async (local) => {
+    await seed(await local.bucket(), packed);
+    const h = hiddenBytes(512, 21);
+    for (const int8 of [false, true]) {
+      const expected = localLogits(q6, h, { int8 }); // the same tensor, in ggml's layout
+      for (const [i, endpoint] of local.endpoints.entries()) {
+        const r = await post(endpoint, h, { query: int8 ? "?precision=int8" : "" });
+        assert.equal(r.status, 200, new TextDecoder().decode(r.body));
+        assert.deepEqual(r.body, shardPart(expected, packed.manifest, i), `int8: ${int8}`);
+      }
+    }
+  });
+});
+
 test("a batch of hidden vectors equals single calls", async () => {
   await withShards({}, async (local) => {
     await seed(await local.bucket(), q6);
