@@ -168,6 +168,7 @@ pub fn healthz(cfg: &Settings) -> Result<Response, ApiError> {
             "row_start": r.entry.row_start,
             "row_count": r.entry.row_count,
             "dtype": r.manifest.dtype,
+            "layout": r.manifest.layout().name(),
             "hidden": r.manifest.hidden,
             "vocab": r.manifest.vocab,
             "softcap": r.manifest.softcap,
