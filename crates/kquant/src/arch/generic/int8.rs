@@ -162,7 +162,7 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
             let mut sums = [v.splat_u(0); N];
             each_step!(V::unroll_int8_steps(N), s => {
                 for c in 0..16 / V::LANES {
-                    let q = b.chunk(v, s, c);
+                    let q = b.int8_chunk(v, s, c);
                     let at = 64 * s + 4 * V::LANES * c;
                     let scales = &sc[4 * s + c * V::LANES / 4..];
                     for (sum, x) in sums.iter_mut().zip(&xb) {

@@ -210,8 +210,16 @@ pub(crate) trait Vector: Copy {
         }
         self.load_u(&lanes)
     }
-    /// [`Vector::dot_scaled`] for a packed6 chunk given as its [`Vector::load_u24`] lanes: byte `k`
-    /// of lane `i` (the quant of weight `4i + k`) is the six-bit field at bit `6k` of the lane.
+    /// A packed6 chunk's `3·LANES` bytes (with up to `4·LANES` readable) in the form
+    /// [`Vector::dot_scaled_packed6`] takes: its [`Vector::load_u24`] lanes unless a backend
+    /// reads the bytes another way.
+    #[inline(always)]
+    fn load_packed6(self, bytes: &[u8]) -> Self::U {
+        self.load_u24(bytes)
+    }
+    /// [`Vector::dot_scaled`] for a packed6 chunk as [`Vector::load_packed6`] gave it; by
+    /// default its [`Vector::load_u24`] lanes, where byte `k` of lane `i` (the quant of weight
+    /// `4i + k`) is the six-bit field at bit `6k` of the lane.
     #[inline(always)]
     fn dot_scaled_packed6(
         self,
@@ -468,8 +476,10 @@ pub(crate) trait Q6Block {
     fn d(&self) -> [u8; 2];
     /// The signed scale of 16-weight sub-block `j`.
     fn scale(&self, j: usize) -> i8;
-    /// Chunk `c` of step `s`, in the layout's own form.
+    /// Chunk `c` of step `s`, in the layout's own form, for [`Q6Block::weight`].
     fn chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U;
+    /// Chunk `c` of step `s` for [`Q6Block::dot_scaled`].
+    fn int8_chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U;
     /// Weight `k` of each lane of a chunk (weight `4L + k` for lane `L`): the exact f32 `q − 32`.
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F;
     /// [`Vector::dot_scaled`] of a chunk.
@@ -488,6 +498,10 @@ impl Q6Block for BlockQ6K {
     /// The quants as bytes (0..63) in weight order ([`q6k_chunk`]).
     #[inline(always)]
     fn chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U {
+        q6k_chunk(v, self, s, c)
+    }
+    #[inline(always)]
+    fn int8_chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U {
         q6k_chunk(v, self, s, c)
     }
     #[inline(always)]
@@ -514,6 +528,10 @@ impl Q6Block for BlockQ6KPacked {
     #[inline(always)]
     fn chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U {
         v.load_u24(&bytemuck::bytes_of(self)[48 * s + 3 * V::LANES * c..])
+    }
+    #[inline(always)]
+    fn int8_chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U {
+        v.load_packed6(&bytemuck::bytes_of(self)[48 * s + 3 * V::LANES * c..])
     }
     #[inline(always)]
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F {

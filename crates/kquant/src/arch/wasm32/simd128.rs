@@ -17,8 +17,8 @@ use crate::arch::generic::{self, Job, Vector};
 pub(crate) struct Simd128 {
     /// `load_u24`: lane `i` gets bytes `3i..3i + 3` (and byte `3i + 2` again on top).
     lanes24: v128,
-    /// `dot_scaled_packed6`: i16 lane `i` gets the two bytes of a `load_u24` vector that hold
-    /// the field of weight `i` (weights 0..8), and of weight `8 + i`.
+    /// `dot_scaled_packed6`: i16 lane `i` gets the two bytes of the chunk that hold the field
+    /// of weight `i` (weights 0..8), and of weight `8 + i`.
     fields_low: v128,
     fields_high: v128,
     /// i16 lane `i` times `2^(10 − 6i mod 8)`: the field to the lane's top six bits.
@@ -30,10 +30,8 @@ impl Simd128 {
         use core::hint::black_box;
         Simd128 {
             lanes24: black_box(u8x16(0, 1, 2, 2, 3, 4, 5, 5, 6, 7, 8, 8, 9, 10, 11, 11)),
-            fields_low: black_box(u8x16(0, 1, 0, 1, 1, 2, 2, 4, 4, 5, 4, 5, 5, 6, 6, 8)),
-            fields_high: black_box(u8x16(
-                8, 9, 8, 9, 9, 10, 10, 12, 12, 13, 12, 13, 13, 14, 14, 15,
-            )),
+            fields_low: black_box(u8x16(0, 1, 0, 1, 1, 2, 2, 3, 3, 4, 3, 4, 4, 5, 5, 6)),
+            fields_high: black_box(u8x16(6, 7, 6, 7, 7, 8, 8, 9, 9, 10, 9, 10, 10, 11, 11, 12)),
             to_top: black_box(i16x8(1024, 16, 64, 256, 1024, 16, 64, 256)),
         }
     }
@@ -177,12 +175,18 @@ impl Vector for Simd128 {
     fn load_u24(self, bytes: &[u8]) -> v128 {
         i8x16_swizzle(self.load_u(bytes), self.lanes24)
     }
+    /// The chunk's 16 bytes as they are: [`Vector::dot_scaled_packed6`] picks its fields from
+    /// them directly.
+    #[inline(always)]
+    fn load_packed6(self, bytes: &[u8]) -> v128 {
+        self.load_u(bytes)
+    }
     /// The fields go straight to i16 lanes: a swizzle puts the two bytes holding each in its
     /// lane, a multiply by a power of two moves it to the top and a logical shift by 10 brings
     /// it down as the quant (7 operations per 16 weights, against ~9.5 to rebuild ggml's).
     #[inline(always)]
-    fn dot_scaled_packed6(self, lanes: v128, _: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
-        let quants = |pick: v128| u16x8_shr(i16x8_mul(i8x16_swizzle(lanes, pick), self.to_top), 10);
+    fn dot_scaled_packed6(self, bytes: v128, _: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
+        let quants = |pick: v128| u16x8_shr(i16x8_mul(i8x16_swizzle(bytes, pick), self.to_top), 10);
         self.dot16(
             quants(self.fields_low),
             quants(self.fields_high),
