@@ -44,6 +44,7 @@ struct Packed {
     weights: Vec<u8>,
     x: Vec<f32>,
     out: Vec<f32>,
+    scratch: Vec<f32>,
 }
 
 thread_local! {
@@ -208,10 +209,12 @@ pub extern "C" fn layout_setup() -> u32 {
                 _ => false,
             };
         }
+        let scratch = vec![0.0; packed.scratch_len().max(packed.int8_scratch_len())];
         let p = Packed {
             weights,
             x: k.xs.clone(),
             out: vec![0.0; c.rows],
+            scratch,
         };
         PACKED.with(|q| *q.borrow_mut() = Some(p));
         u32::from(same)
@@ -229,10 +232,13 @@ pub extern "C" fn layout_run(int8: u32) -> f32 {
         let Ok(m) = QMatrix::with_layout(c.ty, Layout::Packed6, &p.weights, c.rows, c.cols) else {
             return f32::NAN;
         };
+        // As `kernel_run` calls the ggml layout's kernels: a scratch kept between calls.
         let done = if int8 == 0 {
-            m.mat_vec(&p.x, &mut p.out)
+            let scratch = &mut p.scratch[..m.scratch_len()];
+            m.mat_mat_with(Backend::best(), &p.x, &mut p.out, scratch)
         } else {
-            m.mat_vec_int8(&p.x, &mut p.out)
+            let scratch = &mut p.scratch[..m.int8_scratch_len()];
+            m.mat_mat_int8_with(Backend::best(), &p.x, &mut p.out, scratch)
         };
         done.map_or(f32::NAN, |()| p.out[0])
     })

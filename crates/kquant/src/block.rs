@@ -186,12 +186,13 @@ impl BlockQ6K {
 /// │         (16 six-bit fields, little-endian)     │ i8           │        │
 /// └──────────────────────────────────────────────┴──────────────┴────────┘
 ///   weight 16g + i: bits 6i..6i + 6 of the 96-bit little-endian number q[12g..12g + 12]
+///                   hold q − 32 in six-bit two's complement (that is, q ^ 32)
 /// ```
 ///
 /// The scales and `d` are ggml's, so `weight = d·scales[w/16]·(q − 32)` as for [`BlockQ6K`].
 /// In the canonical order, lane `l` of a 16-weight group owns weights `4l..4l + 4`, which are
 /// here the 24 bits `24l..24l + 24`: one byte shuffle gives a vector its lanes, and a shift pair
-/// each weight, where ggml's layout needs `ql` and `qh` recombined first.
+/// each weight, already signed, where ggml's layout needs `ql` and `qh` recombined first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
 pub struct BlockQ6KPacked {
@@ -212,7 +213,7 @@ impl BlockQ6KPacked {
         self.scales[j] as i8
     }
 
-    /// The 256 quants (0..64) in weight order.
+    /// The 256 unsigned quants `q` (0..64) in weight order.
     pub fn quants(&self) -> [u8; QK_K] {
         let mut out = [0u8; QK_K];
         for (group, weights) in self.q.chunks_exact(12).zip(out.chunks_exact_mut(16)) {
@@ -220,7 +221,7 @@ impl BlockQ6KPacked {
             bits[..12].copy_from_slice(group);
             let bits = u128::from_le_bytes(bits);
             for (i, w) in weights.iter_mut().enumerate() {
-                *w = (bits >> (6 * i)) as u8 & 63;
+                *w = ((bits >> (6 * i)) as u8 & 63) ^ 32;
             }
         }
         out
@@ -231,10 +232,9 @@ impl From<&BlockQ6K> for BlockQ6KPacked {
     fn from(b: &BlockQ6K) -> Self {
         let mut q = [0u8; 192];
         for (group, weights) in q.chunks_exact_mut(12).zip(b.quants().chunks_exact(16)) {
-            let bits = weights
-                .iter()
-                .enumerate()
-                .fold(0u128, |bits, (i, &w)| bits | u128::from(w) << (6 * i));
+            let bits = weights.iter().enumerate().fold(0u128, |bits, (i, &w)| {
+                bits | u128::from((w & 63) ^ 32) << (6 * i)
+            });
             group.copy_from_slice(&bits.to_le_bytes()[..12]);
         }
         BlockQ6KPacked {

@@ -16,6 +16,7 @@
 //!
 //! ```text
 //! Q6_K:  S   = Σ_j sc_j · (Σ_{i in j} q_i·xq_i − 32·bsum_j)          i32, |S| < 2³¹
+//!            (= Σ_j sc_j · Σ_{i in j} (q_i − 32)·xq_i, the form packed6 blocks give)
 //!        acc = acc + (d·dx_b) · f32(S)
 //! Q4_K:  S   = Σ_j sc_{j/2} · Σ_{i in j} q_i·xq_i,   M = Σ_s m_s · (bsum_2s + bsum_2s+1)
 //!        acc = acc + ((d·dx_b) · f32(S) − (dmin·dx_b) · f32(M))
@@ -160,19 +161,36 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
             let d = v.f16_to_f32(b.d());
             let xb = prepared.map(|x| x.block(i));
             let mut sums = [v.splat_u(0); N];
-            each_step!(V::unroll_int8_steps(N), s => {
-                for c in 0..16 / V::LANES {
+            if B::SHIFTS_BY_STEP {
+                each_step!(V::unroll_int8_steps(N), s => {
+                    for c in 0..16 / V::LANES {
+                        let q = b.int8_chunk(v, s, c);
+                        let at = 64 * s + 4 * V::LANES * c;
+                        let scales = &sc[4 * s + c * V::LANES / 4..];
+                        for (sum, x) in sums.iter_mut().zip(&xb) {
+                            *sum = chunk_sum(v, *sum, (q, B::dot_scaled), x, at, scales);
+                        }
+                    }
+                });
+            } else {
+                for j in 0..QK_K / (4 * V::LANES) {
+                    let (s, c) = (j / (16 / V::LANES), j % (16 / V::LANES));
                     let q = b.int8_chunk(v, s, c);
-                    let at = 64 * s + 4 * V::LANES * c;
-                    let scales = &sc[4 * s + c * V::LANES / 4..];
+                    let at = 4 * V::LANES * j;
+                    let scales = &sc[j * V::LANES / 4..];
                     for (sum, x) in sums.iter_mut().zip(&xb) {
                         *sum = chunk_sum(v, *sum, (q, B::dot_scaled), x, at, scales);
                     }
                 }
-            });
+            }
             for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&xb) {
-                let (total, offset) = v.sum_and_dot16(sum, &sc, x.bsums);
-                let total = total.wrapping_sub(32 * offset);
+                // The same integer either way: Σ sc·(q − 32)·xq.
+                let total = if B::centered::<V>() {
+                    v.sum_i32(sum)
+                } else {
+                    let (total, offset) = v.sum_and_dot16(sum, &sc, x.bsums);
+                    total.wrapping_sub(32 * offset)
+                };
                 *a += (d * x.dx) * total as f32;
             }
         }

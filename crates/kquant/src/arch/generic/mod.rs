@@ -66,9 +66,9 @@
 //!
 //! * Q6_K in kquant's packed6 layout (`crate::BlockQ6KPacked`): lane `L` of a step's 16 owns the
 //!   24 bits at `3L` bytes into the step's 48 (`Vector::load_u24` puts them in the lane), and
-//!   weight `k` is the field at bit `6k`: `^ 0x20` per field makes it `q − 32` in six-bit two's
-//!   complement, sign-extended by `(u << (26 − 6k)) >> 26`; a conversion makes it an exact f32.
-//!   The int8 mode reads the same fields as unsigned quants (`Vector::dot_scaled_packed6`).
+//!   weight `k` is the field at bit `6k`, `q − 32` in six-bit two's complement, sign-extended by
+//!   `(u << (26 − 6k)) >> 26`; a conversion makes it an exact f32. The int8 mode reads the same
+//!   fields (`Vector::dot_scaled_packed6`).
 //!
 //! Dequantization uses the same unpacking and ggml's own arithmetic: `(d·scale)·(q − 32)` for
 //! Q6_K and `(d·sc)·q − dmin·m` for Q4_K, so it is bit-identical to ggml's
@@ -217,9 +217,12 @@ pub(crate) trait Vector: Copy {
     fn load_packed6(self, bytes: &[u8]) -> Self::U {
         self.load_u24(bytes)
     }
-    /// [`Vector::dot_scaled`] for a packed6 chunk as [`Vector::load_packed6`] gave it; by
-    /// default its [`Vector::load_u24`] lanes, where byte `k` of lane `i` (the quant of weight
-    /// `4i + k`) is the six-bit field at bit `6k` of the lane.
+    /// Whether [`Vector::dot_scaled_packed6`] multiplies the centered quants `q − 32` (which
+    /// the fields hold) rather than `q`: then the kernel has no `32·Σ scale·bsum` to subtract.
+    const PACKED6_CENTERED: bool = false;
+    /// [`Vector::dot_scaled`] for a packed6 chunk as [`Vector::load_packed6`] gave it (by
+    /// default its [`Vector::load_u24`] lanes, where bits `6k..6k + 6` of lane `i` hold weight
+    /// `4i + k`), of `q − 32` if [`Vector::PACKED6_CENTERED`], else of `q`.
     #[inline(always)]
     fn dot_scaled_packed6(
         self,
@@ -229,10 +232,11 @@ pub(crate) trait Vector: Copy {
         scales: &[i16],
     ) -> Self::U {
         let field = |k: u32, mask: u32| self.and(self.shl(lanes, 2 * k), self.splat_u(mask));
-        let q = self.or(
+        let centered = self.or(
             self.or(field(0, 0x3F), field(1, 0x3F00)),
             self.or(field(2, 0x3F_0000), field(3, 0x3F00_0000)),
         );
+        let q = self.xor(centered, self.splat_u(0x2020_2020));
         self.dot_scaled(q, xq8, xq16, scales)
     }
     /// Lane-wise i32 addition.
@@ -240,6 +244,11 @@ pub(crate) trait Vector: Copy {
     /// The sum of the i32 lanes of `sum` (wrapping), and `Σ a_i·b_i` over 16 i16 pairs whose
     /// products and sum fit i32: a block's integer sum and its correction, reduced together.
     fn sum_and_dot16(self, sum: Self::U, a: &[i16; 16], b: &[i16; 16]) -> (i32, i32);
+    /// The sum of the i32 lanes of `sum` (wrapping).
+    #[inline(always)]
+    fn sum_i32(self, sum: Self::U) -> i32 {
+        self.sum_and_dot16(sum, &[0; 16], &[0; 16]).0
+    }
 }
 
 /// [`Vector::unpack_byte`] with shifts and an int→float conversion: a shift and a mask for
@@ -472,6 +481,11 @@ fn q6k_scales<B: Q6Block>(b: &B) -> [f32; 16] {
 /// vector (`chunk`), from which the exact kernel takes its weights and the int8 kernel its dot
 /// products. The kernels (`exact::Q6K`, `int8::Q6KQ8`) are written once over this trait.
 pub(crate) trait Q6Block {
+    /// Whether a chunk's unpacking shifts by amounts that depend on its step (ggml's layout):
+    /// such kernels unroll the steps where constant shift counts pay (`Vector::unroll_int8_steps`).
+    const SHIFTS_BY_STEP: bool;
+    /// Whether [`Q6Block::dot_scaled`] on `V` multiplies `q − 32` rather than `q`.
+    fn centered<V: Vector>() -> bool;
     /// `d`, f16 little-endian.
     fn d(&self) -> [u8; 2];
     /// The signed scale of 16-weight sub-block `j`.
@@ -487,6 +501,11 @@ pub(crate) trait Q6Block {
 }
 
 impl Q6Block for BlockQ6K {
+    const SHIFTS_BY_STEP: bool = true;
+    #[inline(always)]
+    fn centered<V: Vector>() -> bool {
+        false
+    }
     #[inline(always)]
     fn d(&self) -> [u8; 2] {
         self.d
@@ -515,6 +534,11 @@ impl Q6Block for BlockQ6K {
 }
 
 impl Q6Block for BlockQ6KPacked {
+    const SHIFTS_BY_STEP: bool = false;
+    #[inline(always)]
+    fn centered<V: Vector>() -> bool {
+        V::PACKED6_CENTERED
+    }
     #[inline(always)]
     fn d(&self) -> [u8; 2] {
         self.d
@@ -535,8 +559,7 @@ impl Q6Block for BlockQ6KPacked {
     }
     #[inline(always)]
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F {
-        let signed = v.xor(chunk, v.splat_u(0x0082_0820)); // bit 5 of each field: q ^ 32
-        v.to_f32(v.sar(v.shl(signed, 26 - 6 * k), 26))
+        v.to_f32(v.sar(v.shl(chunk, 26 - 6 * k), 26))
     }
     #[inline(always)]
     fn dot_scaled<V: Vector>(v: V, chunk: V::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> V::U {
