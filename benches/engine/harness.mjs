@@ -72,11 +72,11 @@ export function kernel(ex, now, { kase, batch = 1, int8 = false, runs = 5, minMs
   return { first, warm, floor };
 }
 
-/// The Q6_K case's mat-vec (exact and int8) with the blocks in ggml's layout and in kquant's
-/// packed6 layout, alternated run by run; ms per call. Throws unless both layouts give the same
-/// bits on every row.
-export function layout(ex, now, { runs = 5, minMs = 40 }) {
-  if (ex.kernel_setup(0, 1) === 0) throw new Error("no benchmark case 0");
+/// The Q6_K case's product with `batch` vectors (exact and int8) with the blocks in ggml's
+/// layout and in kquant's packed6 layout, alternated run by run; ms per call. Throws unless both
+/// layouts give the same bits on every row.
+export function layout(ex, now, { runs = 5, minMs = 40, batch = 1 }) {
+  if (ex.kernel_setup(0, batch) === 0) throw new Error("no benchmark case 0");
   if (ex.layout_setup() !== 1) throw new Error("the packed6 layout gives other bits than ggml's");
   const kernels = {
     ggml: () => ex.kernel_run(0),

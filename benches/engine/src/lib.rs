@@ -12,8 +12,8 @@
 //! * `kernel_run(int8)`: one `mat_mat` (exact or int8) of the batch against the weights; the
 //!   first result, so nothing is optimized away.
 //! * `floor_run()`: a sequential read of the same weight bytes (the memory floor).
-//! * `layout_setup()`, `layout_run(int8)`: the Q6_K case repacked into kquant's packed6 layout,
-//!   checked against ggml's layout on every row.
+//! * `layout_setup()`, `layout_run(int8)`: the Q6_K case (and its batch) repacked into kquant's
+//!   packed6 layout, checked against ggml's layout on every row.
 //! * `candle_setup()`, `candle_run()`: candle-core's mat-vec on the case (feature `candle`).
 //!
 //! Errors come back as NaN or 0, never as a panic: a trap would end the benchmark's isolate.
@@ -129,24 +129,32 @@ pub extern "C" fn kernel_run(int8: u32) -> f32 {
         let Some(k) = k.as_mut() else {
             return f32::NAN;
         };
-        let c = CASES[k.case];
-        let Ok(m) = QMatrix::new(c.ty, &k.weights, c.rows, c.cols) else {
-            return f32::NAN;
-        };
-        let n = k.xs.len() / c.cols;
-        let scratch_len = n * if int8 == 0 {
-            m.scratch_len()
-        } else {
-            m.int8_scratch_len()
-        };
-        let scratch = &mut k.scratch[..scratch_len];
-        let done = if int8 == 0 {
-            m.mat_mat_with(Backend::best(), &k.xs, &mut k.out, scratch)
-        } else {
-            m.mat_mat_int8_with(Backend::best(), &k.xs, &mut k.out, scratch)
-        };
+        let buffers = (&mut k.out[..], &mut k.scratch[..]);
+        let done = mat_mat(k.case, Layout::Ggml, &k.weights, &k.xs, buffers, int8 != 0);
         done.map_or(f32::NAN, |()| k.out[0])
     })
+}
+
+/// The product (exact, or int8) of case `case`'s weights, stored in `layout`, with the vectors
+/// `xs`, into `out`, with a scratch kept between calls.
+fn mat_mat(
+    case: usize,
+    layout: Layout,
+    weights: &[u8],
+    xs: &[f32],
+    (out, scratch): (&mut [f32], &mut [f32]),
+    int8: bool,
+) -> Result<(), kquant::Error> {
+    let c = CASES[case];
+    let m = QMatrix::with_layout(c.ty, layout, weights, c.rows, c.cols)?;
+    let n = xs.len() / c.cols;
+    if int8 {
+        let scratch = &mut scratch[..n * m.int8_scratch_len()];
+        m.mat_mat_int8_with(Backend::best(), xs, out, scratch)
+    } else {
+        let scratch = &mut scratch[..n * m.scratch_len()];
+        m.mat_mat_with(Backend::best(), xs, out, scratch)
+    }
 }
 
 #[no_mangle]
@@ -169,77 +177,57 @@ pub extern "C" fn weights_ptr() -> *mut u8 {
     })
 }
 
-/// Repacks the Q6_K case set up last (one vector) into the packed6 layout
+/// Repacks the Q6_K case set up last (with its batch of vectors) into the packed6 layout
 /// ([`kquant::Layout::Packed6`]) and checks that both modes give the ggml layout's bits on every
-/// row: 1 if so, 0 otherwise (or when the case is not Q6_K).
+/// row of every vector: 1 if so, 0 otherwise (or when the case is not Q6_K).
 #[no_mangle]
 pub extern "C" fn layout_setup() -> u32 {
     KERNEL.with(|k| {
         let k = k.borrow();
         let Some(k) = k.as_ref() else { return 0 };
         let c = CASES[k.case];
-        if c.ty != QuantType::Q6K || k.xs.len() != c.cols {
+        if c.ty != QuantType::Q6K {
             return 0;
         }
         let mut weights = k.weights.clone();
         if repack(c.ty, Layout::Ggml, Layout::Packed6, &mut weights).is_err() {
             return 0;
         }
-        let ggml = QMatrix::new(c.ty, &k.weights, c.rows, c.cols);
-        let packed = QMatrix::with_layout(c.ty, Layout::Packed6, &weights, c.rows, c.cols);
-        let (Ok(ggml), Ok(packed)) = (ggml, packed) else {
-            return 0;
+        let mut p = Packed {
+            weights,
+            x: k.xs.clone(),
+            out: vec![0.0; k.out.len()],
+            scratch: k.scratch.clone(),
         };
         let mut same = true;
         for int8 in [false, true] {
-            let run = |m: &QMatrix| {
-                let mut out = vec![0.0; c.rows];
-                let done = if int8 {
-                    m.mat_vec_int8(&k.xs, &mut out)
-                } else {
-                    m.mat_vec(&k.xs, &mut out)
-                };
-                done.map(|()| out)
-            };
-            same &= match (run(&ggml), run(&packed)) {
-                (Ok(a), Ok(b)) => a
+            let buffers = (&mut p.out[..], &mut p.scratch[..]);
+            let ggml = mat_mat(k.case, Layout::Ggml, &k.weights, &p.x, buffers, int8);
+            let ggml = ggml.map(|()| p.out.clone());
+            let buffers = (&mut p.out[..], &mut p.scratch[..]);
+            let packed = mat_mat(k.case, Layout::Packed6, &p.weights, &p.x, buffers, int8);
+            same &= match (ggml, packed) {
+                (Ok(a), Ok(())) => a
                     .iter()
-                    .zip(&b)
+                    .zip(&p.out)
                     .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())),
                 _ => false,
             };
         }
-        let scratch = vec![0.0; packed.scratch_len().max(packed.int8_scratch_len())];
-        let p = Packed {
-            weights,
-            x: k.xs.clone(),
-            out: vec![0.0; c.rows],
-            scratch,
-        };
         PACKED.with(|q| *q.borrow_mut() = Some(p));
         u32::from(same)
     })
 }
 
-/// One mat-vec (exact, or int8 when `int8` is nonzero) on the packed6 copy; its first result
-/// (NaN before [`layout_setup`]).
+/// One product (exact, or int8 when `int8` is nonzero) of the batch on the packed6 copy; its
+/// first result (NaN before [`layout_setup`]).
 #[no_mangle]
 pub extern "C" fn layout_run(int8: u32) -> f32 {
     PACKED.with(|q| {
         let mut q = q.borrow_mut();
         let Some(p) = q.as_mut() else { return f32::NAN };
-        let c = CASES[0];
-        let Ok(m) = QMatrix::with_layout(c.ty, Layout::Packed6, &p.weights, c.rows, c.cols) else {
-            return f32::NAN;
-        };
-        // As `kernel_run` calls the ggml layout's kernels: a scratch kept between calls.
-        let done = if int8 == 0 {
-            let scratch = &mut p.scratch[..m.scratch_len()];
-            m.mat_mat_with(Backend::best(), &p.x, &mut p.out, scratch)
-        } else {
-            let scratch = &mut p.scratch[..m.int8_scratch_len()];
-            m.mat_mat_int8_with(Backend::best(), &p.x, &mut p.out, scratch)
-        };
+        let buffers = (&mut p.out[..], &mut p.scratch[..]);
+        let done = mat_mat(0, Layout::Packed6, &p.weights, &p.x, buffers, int8 != 0);
         done.map_or(f32::NAN, |()| p.out[0])
     })
 }
