@@ -1,5 +1,6 @@
 //! Median wall time of `mat_vec` per backend on the benchmark shapes next to a sequential read
-//! of the same bytes (the memory floor), and of batches, as Markdown tables; with `--json FILE`
+//! of the same bytes (the memory floor), Q6_K also with its blocks in the packed6 layout, and of
+//! batches, as Markdown tables; with `--json FILE`
 //! also as JSON lines for the chart. Runs natively and on wasm32-wasip1 under Node (the wasm
 //! harness):
 //!
@@ -11,7 +12,7 @@
 use std::hint::black_box;
 
 use cobordism_benches::{median_ms, sequential_read, TimingArgs, CASES};
-use kquant::{Backend, QMatrix};
+use kquant::{repack, Backend, Layout, QMatrix};
 
 fn main() {
     let TimingArgs {
@@ -66,6 +67,36 @@ fn main() {
                 .unwrap()
         });
         report(&format!("{best} int8"), ms, scalar_ms);
+        // Q6_K's packed6 layout: the same blocks repacked, the same bits (not charted).
+        if Layout::Packed6.supports(case.ty) {
+            let mut packed = w.clone();
+            repack(case.ty, Layout::Ggml, Layout::Packed6, &mut packed).unwrap();
+            let p = QMatrix::with_layout(case.ty, Layout::Packed6, &packed, case.rows, case.cols)
+                .unwrap();
+            let row = |kernel: String, ms: f64| {
+                let vs_scalar = scalar_ms.map_or(String::new(), |s| format!("{:.1}×", s / ms));
+                println!(
+                    "| {} | {kernel} | {ms:.1} | {:.2} | {:.2} | {vs_scalar} |",
+                    case.label(),
+                    gb / (ms / 1e3),
+                    ms / floor
+                );
+            };
+            for backend in Backend::available() {
+                let ms = median_ms(runs, || {
+                    p.mat_vec_with(backend, black_box(&x), &mut out, &mut scratch)
+                        .unwrap()
+                });
+                row(format!("{backend}, packed6 layout"), ms);
+            }
+            for backend in Backend::available() {
+                let ms = median_ms(runs, || {
+                    p.mat_mat_int8_with(backend, black_box(&x), &mut out, &mut int8_scratch)
+                        .unwrap()
+                });
+                row(format!("{backend} int8, packed6 layout"), ms);
+            }
+        }
         let single = median_ms(runs, || {
             m.mat_vec_with(best, black_box(&x), &mut out, &mut scratch)
                 .unwrap()

@@ -130,20 +130,6 @@ pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
     }
 }
 
-/// Adds `Σ q·scale·xq` over one chunk (its quants `q`, in the form `dot` takes, start at column
-/// `at` of the block) to `acc`.
-#[inline(always)]
-fn chunk_sum<V: Vector>(
-    v: V,
-    acc: V::U,
-    (q, dot): (V::U, impl Fn(V, V::U, &[i8], &[i16], &[i16]) -> V::U),
-    x: &PreparedBlock,
-    at: usize,
-    scales: &[i16],
-) -> V::U {
-    v.add_i32(acc, dot(v, q, &x.xq8[at..], &x.xq16[at..], scales))
-}
-
 /// The Q6_K kernel with 8-bit activations, for blocks in either layout.
 #[derive(Clone, Copy)]
 pub(super) struct Q6KQ8<B>(pub(super) PhantomData<B>);
@@ -168,7 +154,8 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
                         let at = 64 * s + 4 * V::LANES * c;
                         let scales = &sc[4 * s + c * V::LANES / 4..];
                         for (sum, x) in sums.iter_mut().zip(&xb) {
-                            *sum = chunk_sum(v, *sum, (q, B::dot_scaled), x, at, scales);
+                            let dot = B::dot_scaled(v, q, &x.xq8[at..], &x.xq16[at..], scales);
+                            *sum = v.add_i32(*sum, dot);
                         }
                     }
                 });
@@ -179,7 +166,8 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
                     let at = 4 * V::LANES * j;
                     let scales = &sc[j * V::LANES / 4..];
                     for (sum, x) in sums.iter_mut().zip(&xb) {
-                        *sum = chunk_sum(v, *sum, (q, B::dot_scaled), x, at, scales);
+                        let dot = B::dot_scaled(v, q, &x.xq8[at..], &x.xq16[at..], scales);
+                        *sum = v.add_i32(*sum, dot);
                     }
                 }
             }
@@ -227,7 +215,8 @@ impl RowKernel for Q4KQ8 {
                     let at = 64 * s + 4 * V::LANES * c;
                     let scales = &sc[4 * s + c * V::LANES / 4..];
                     for (sum, x) in sums.iter_mut().zip(&xb) {
-                        *sum = chunk_sum(v, *sum, (q, V::dot_scaled), x, at, scales);
+                        let dot = v.dot_scaled(q, &x.xq8[at..], &x.xq16[at..], scales);
+                        *sum = v.add_i32(*sum, dot);
                     }
                 }
             });

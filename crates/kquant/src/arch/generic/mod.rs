@@ -231,11 +231,13 @@ pub(crate) trait Vector: Copy {
         xq16: &[i16],
         scales: &[i16],
     ) -> Self::U {
-        let field = |k: u32, mask: u32| self.and(self.shl(lanes, 2 * k), self.splat_u(mask));
-        let centered = self.or(
-            self.or(field(0, 0x3F), field(1, 0x3F00)),
-            self.or(field(2, 0x3F_0000), field(3, 0x3F00_0000)),
-        );
+        // Field k (bits 6k..6k + 6) to byte k: shifted left by 2k and masked. No closure here: a
+        // closure is a function of its own, compiled without the caller's target features.
+        let f0 = self.and(lanes, self.splat_u(0x3F));
+        let f1 = self.and(self.shl(lanes, 2), self.splat_u(0x3F00));
+        let f2 = self.and(self.shl(lanes, 4), self.splat_u(0x3F_0000));
+        let f3 = self.and(self.shl(lanes, 6), self.splat_u(0x3F00_0000));
+        let centered = self.or(self.or(f0, f1), self.or(f2, f3));
         let q = self.xor(centered, self.splat_u(0x2020_2020));
         self.dot_scaled(q, xq8, xq16, scales)
     }
