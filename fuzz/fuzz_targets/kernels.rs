@@ -1,8 +1,9 @@
 //! Arbitrary bytes as Q4_K/Q6_K matrices of any shape: every call either fails with a typed
-//! error or succeeds, and every backend gives the same bits (any NaN equals any NaN).
+//! error or succeeds, and every backend gives the same bits (any NaN equals any NaN); Q6_K bytes
+//! read as packed6 blocks give the bits of their ggml form.
 #![no_main]
 
-use kquant::{dequantize_with, Backend, QMatrix, QuantType};
+use kquant::{dequantize_layout_with, dequantize_with, repack, Backend, Layout, QMatrix, QuantType};
 use libfuzzer_sys::fuzz_target;
 
 fn same(a: &[f32], b: &[f32]) -> bool {
@@ -41,5 +42,28 @@ fuzz_target!(|data: &[u8]| {
         let mut dq = vec![0.0; rows * cols];
         dequantize_with(backend, ty, weights, &mut dq).unwrap();
         assert!(same(&dq, &dq_ref), "{backend} dequantize differs");
+    }
+    if ty == QuantType::Q6K {
+        // The same bytes read as packed6 blocks equal their ggml form, on every backend, and
+        // repacking is a bijection.
+        let packed = QMatrix::with_layout(ty, Layout::Packed6, weights, rows, cols).unwrap();
+        let mut ggml = weights.to_vec();
+        repack(ty, Layout::Packed6, Layout::Ggml, &mut ggml).unwrap();
+        let mut back = ggml.clone();
+        repack(ty, Layout::Ggml, Layout::Packed6, &mut back).unwrap();
+        assert!(back == weights, "repacking is not a bijection");
+        let mut want = vec![0.0; rows];
+        let g = QMatrix::new(ty, &ggml, rows, cols).unwrap();
+        g.mat_vec_with(Backend::Scalar, &x, &mut want, &mut scratch).unwrap();
+        let mut dq_want = vec![0.0; rows * cols];
+        dequantize_with(Backend::Scalar, ty, &ggml, &mut dq_want).unwrap();
+        for backend in Backend::available() {
+            let mut out = vec![0.0; rows];
+            packed.mat_vec_with(backend, &x, &mut out, &mut scratch).unwrap();
+            assert!(same(&out, &want), "{backend} on packed6 differs from ggml's layout");
+            let mut dq = vec![0.0; rows * cols];
+            dequantize_layout_with(backend, ty, Layout::Packed6, weights, &mut dq).unwrap();
+            assert!(same(&dq, &dq_want), "{backend} dequantize of packed6 differs");
+        }
     }
 });
