@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // End-to-end benchmark of one shard in workerd (Miniflare) over HTTP on loopback: a cold
 // request (R2 stream + checksum + first mat-vec) and warm requests (exact, then int8), for
-// 32768×5376 Q4_K and Q6_K slices, with the wasm memory the shard reports and workerd's peak RSS.
+// 32768×5376 Q4_K and Q6_K slices (Q6_K also in the packed6 layout), with the wasm memory the
+// shard reports and workerd's peak RSS.
 //
 //   node benches/http/shard-bench.mjs [--runs 9]        (after scripts/build-worker.sh and
 //                                                        cargo build --release -p cobordism)
@@ -29,8 +30,8 @@ function workerdPeakRssMiB() {
 
 console.log(`| slice | MiB | cold request ms | warm request ms (median of ${runs}) | server compute ms | per-request overhead ms (warm − compute) | int8: warm request / compute ms | wasm memory MiB | workerd peak RSS MiB |`);
 console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-for (const type of ["q4_k", "q6_k"]) {
-  const model = makeModel({ type, hidden: 5376, vocab: 32768, shards: 1, seed: 1, budgetMib: 200 });
+for (const [type, layout] of [["q4_k"], ["q6_k"], ["q6_k", "packed6"]]) {
+  const model = makeModel({ type, hidden: 5376, vocab: 32768, shards: 1, seed: 1, budgetMib: 200, layout });
   // A Q6_K slice of this shape (138 MiB) is over the default budget: raise it for the benchmark.
   const local = await startShards({ shards: 1, anonymous: true, vars: { MEMORY_BUDGET_MIB: "200" } });
   try {
@@ -56,7 +57,7 @@ for (const type of ["q4_k", "q6_k"]) {
     const [warm8, compute8] = await timeWarm("?precision=int8");
     const hz = await health(local.endpoints[0]);
     const mib = (b) => (b / 1048576).toFixed(1);
-    console.log(`| ${type} 32768×5376 | ${mib(model.manifest.shards[0].bytes)} | ${coldMs.toFixed(0)} | ${warm.toFixed(1)} | ${compute} | ${(warm - compute).toFixed(1)} | ${warm8.toFixed(1)} / ${compute8} | ${mib(hz.wasm_memory_bytes)} | ${workerdPeakRssMiB().toFixed(0)} |`);
+    console.log(`| ${type} 32768×5376${layout ? ` (${layout} layout)` : ""} | ${mib(model.manifest.shards[0].bytes)} | ${coldMs.toFixed(0)} | ${warm.toFixed(1)} | ${compute} | ${(warm - compute).toFixed(1)} | ${warm8.toFixed(1)} / ${compute8} | ${mib(hz.wasm_memory_bytes)} | ${workerdPeakRssMiB().toFixed(0)} |`);
   } finally {
     await local.dispose();
   }
