@@ -35,8 +35,8 @@ fn main() {
         let floor = median_ms(runs, || {
             black_box(sequential_read(black_box(&w)));
         });
-        // One row of the table and one JSON line for the chart.
-        let mut report = |kernel: &str, ms: f64, scalar_ms: Option<f64>| {
+        // One row of the table and, if `charted`, one JSON line for the chart.
+        let mut report = |kernel: &str, ms: f64, scalar_ms: Option<f64>, charted: bool| {
             let vs_scalar = scalar_ms.map_or(String::new(), |s| format!("{:.1}×", s / ms));
             println!(
                 "| {} | {kernel} | {ms:.1} | {:.2} | {:.2} | {vs_scalar} |",
@@ -44,13 +44,15 @@ fn main() {
                 gb / (ms / 1e3),
                 ms / floor
             );
-            json += &format!(
-                "{{\"case\":\"{}\",\"kernel\":\"{arch} {kernel}\",\"ms\":{ms:.3},\"gbps\":{:.3}}}\n",
-                case.label(),
-                gb / (ms / 1e3)
-            );
+            if charted {
+                json += &format!(
+                    "{{\"case\":\"{}\",\"kernel\":\"{arch} {kernel}\",\"ms\":{ms:.3},\"gbps\":{:.3}}}\n",
+                    case.label(),
+                    gb / (ms / 1e3)
+                );
+            }
         };
-        report("memory floor", floor, None);
+        report("memory floor", floor, None, true);
         let mut scalar_ms = None;
         for backend in Backend::available() {
             let ms = median_ms(runs, || {
@@ -58,7 +60,7 @@ fn main() {
                     .unwrap()
             });
             let base = *scalar_ms.get_or_insert(ms);
-            report(backend.name(), ms, Some(base));
+            report(backend.name(), ms, Some(base), true);
         }
         let best = Backend::best();
         let mut int8_scratch = vec![0.0; m.int8_scratch_len()];
@@ -66,34 +68,30 @@ fn main() {
             m.mat_mat_int8_with(best, black_box(&x), &mut out, &mut int8_scratch)
                 .unwrap()
         });
-        report(&format!("{best} int8"), ms, scalar_ms);
+        report(&format!("{best} int8"), ms, scalar_ms, true);
         // Q6_K's packed6 layout: the same blocks repacked, the same bits (not charted).
         if Layout::Packed6.supports(case.ty) {
             let mut packed = w.clone();
             repack(case.ty, Layout::Ggml, Layout::Packed6, &mut packed).unwrap();
             let p = QMatrix::with_layout(case.ty, Layout::Packed6, &packed, case.rows, case.cols)
                 .unwrap();
-            let row = |kernel: String, ms: f64| {
-                let vs_scalar = scalar_ms.map_or(String::new(), |s| format!("{:.1}×", s / ms));
-                println!(
-                    "| {} | {kernel} | {ms:.1} | {:.2} | {:.2} | {vs_scalar} |",
-                    case.label(),
-                    gb / (ms / 1e3),
-                    ms / floor
-                );
-            };
             for backend in Backend::available() {
                 let ms = median_ms(runs, || {
                     p.mat_vec_with(backend, black_box(&x), &mut out, &mut scratch)
                         .unwrap()
                 });
-                row(format!("{backend}, packed6 layout"), ms);
+                report(&format!("{backend}, packed6 layout"), ms, scalar_ms, false);
             }
             let ms = median_ms(runs, || {
                 p.mat_mat_int8_with(best, black_box(&x), &mut out, &mut int8_scratch)
                     .unwrap()
             });
-            row(format!("{best} int8, packed6 layout"), ms);
+            report(
+                &format!("{best} int8, packed6 layout"),
+                ms,
+                scalar_ms,
+                false,
+            );
         }
         let single = median_ms(runs, || {
             m.mat_vec_with(best, black_box(&x), &mut out, &mut scratch)

@@ -205,6 +205,11 @@ pub struct BlockQ6KPacked {
 }
 
 const _: () = assert!(core::mem::size_of::<BlockQ6KPacked>() == 210);
+// Both Q6_K layouts keep the scales and `d` at the same offsets (the kernels rely on it).
+const _: () = assert!(core::mem::offset_of!(BlockQ6K, scales) == 192);
+const _: () = assert!(core::mem::offset_of!(BlockQ6KPacked, scales) == 192);
+const _: () = assert!(core::mem::offset_of!(BlockQ6K, d) == 208);
+const _: () = assert!(core::mem::offset_of!(BlockQ6KPacked, d) == 208);
 const _: () = assert!(core::mem::align_of::<BlockQ6KPacked>() == 1);
 
 impl BlockQ6KPacked {

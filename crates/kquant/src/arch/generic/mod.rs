@@ -482,16 +482,24 @@ fn q6k_scales<B: Q6Block>(b: &B) -> [f32; 16] {
 /// A Q6_K block in one of its layouts, as the kernels read it: a chunk's quants come out as a
 /// vector (`chunk`), from which the exact kernel takes its weights and the int8 kernel its dot
 /// products. The kernels (`exact::Q6K`, `int8::Q6KQ8`) are written once over this trait.
-pub(crate) trait Q6Block {
+pub(crate) trait Q6Block: bytemuck::Pod {
     /// Whether a chunk's unpacking shifts by amounts that depend on its step (ggml's layout):
     /// such kernels unroll the steps where constant shift counts pay (`Vector::unroll_int8_steps`).
     const SHIFTS_BY_STEP: bool;
     /// Whether [`Q6Block::dot_scaled`] on `V` multiplies `q − 32` rather than `q`.
     fn centered<V: Vector>() -> bool;
-    /// `d`, f16 little-endian.
-    fn d(&self) -> [u8; 2];
+    /// `d`, f16 little-endian. Both layouts keep ggml's 16 scales at bytes 192..208 of a block
+    /// and `d` at 208..210.
+    #[inline(always)]
+    fn d(&self) -> [u8; 2] {
+        let b = bytemuck::bytes_of(self);
+        [b[208], b[209]]
+    }
     /// The signed scale of 16-weight sub-block `j`.
-    fn scale(&self, j: usize) -> i8;
+    #[inline(always)]
+    fn scale(&self, j: usize) -> i8 {
+        bytemuck::bytes_of(self)[192 + j] as i8
+    }
     /// Chunk `c` of step `s`, in the layout's own form, for [`Q6Block::weight`].
     fn chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U;
     /// Chunk `c` of step `s` for [`Q6Block::dot_scaled`].
@@ -507,14 +515,6 @@ impl Q6Block for BlockQ6K {
     #[inline(always)]
     fn centered<V: Vector>() -> bool {
         false
-    }
-    #[inline(always)]
-    fn d(&self) -> [u8; 2] {
-        self.d
-    }
-    #[inline(always)]
-    fn scale(&self, j: usize) -> i8 {
-        self.scales[j] as i8
     }
     /// The quants as bytes (0..63) in weight order ([`q6k_chunk`]).
     #[inline(always)]
@@ -540,14 +540,6 @@ impl Q6Block for BlockQ6KPacked {
     #[inline(always)]
     fn centered<V: Vector>() -> bool {
         V::PACKED6_CENTERED
-    }
-    #[inline(always)]
-    fn d(&self) -> [u8; 2] {
-        self.d
-    }
-    #[inline(always)]
-    fn scale(&self, j: usize) -> i8 {
-        self.scales[j] as i8
     }
     /// The lanes' 24 bits ([`Vector::load_u24`]); a chunk is `3·LANES` bytes, 48 per step. The
     /// scales and `d` follow the quants, so the loads of the last chunk stay inside the block.
