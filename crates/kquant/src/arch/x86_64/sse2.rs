@@ -22,6 +22,20 @@ impl Vector for Sse2 {
         // SAFETY: `b` is 16 readable bytes; the load is unaligned.
         unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
     }
+    /// Without a byte shuffle: the 16 bytes shifted up by `i` bytes hold lane `i`'s three bytes
+    /// in lane `i`, so each lane is masked out of its own shift.
+    #[inline(always)]
+    fn load_u24(self, bytes: &[u8]) -> __m128i {
+        let v = self.load_u(bytes);
+        // SAFETY: see the impl.
+        unsafe {
+            let l0 = _mm_and_si128(v, _mm_setr_epi32(-1, 0, 0, 0));
+            let l1 = _mm_and_si128(_mm_slli_si128::<1>(v), _mm_setr_epi32(0, -1, 0, 0));
+            let l2 = _mm_and_si128(_mm_slli_si128::<2>(v), _mm_setr_epi32(0, 0, -1, 0));
+            let l3 = _mm_and_si128(_mm_slli_si128::<3>(v), _mm_setr_epi32(0, 0, 0, -1));
+            _mm_or_si128(_mm_or_si128(l0, l1), _mm_or_si128(l2, l3))
+        }
+    }
     #[inline(always)]
     fn splat_u(self, v: u32) -> __m128i {
         // SAFETY: see the impl.
