@@ -16,7 +16,7 @@ pub enum Layout {
     Ggml,
     /// Q6_K only: [`BlockQ6KPacked`], each 16 weights' quants as six-bit fields in 12 bytes,
     /// which the wasm simd128 kernels unpack with a quarter fewer operations (in workerd the
-    /// Q6_K mat-vec takes ~0.75 of the time exact and ~0.8 in the int8 mode;
+    /// Q6_K mat-vec takes ~0.75 of the time exact and ~0.95 in the int8 mode;
     /// docs/BENCHMARKS.md).
     Packed6,
 }
