@@ -549,7 +549,10 @@ impl Q6Block for BlockQ6KPacked {
     }
     #[inline(always)]
     fn int8_chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U {
-        v.load_packed6(&bytemuck::bytes_of(self)[48 * s + 3 * V::LANES * c..])
+        // Chunk j = s·(16 / LANES) + c starts at 3·LANES·j; written so, the flat int8 loop's
+        // (j / k, j mod k) folds back to j.
+        let j = s * (16 / V::LANES) + c;
+        v.load_packed6(&bytemuck::bytes_of(self)[3 * V::LANES * j..])
     }
     #[inline(always)]
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F {
