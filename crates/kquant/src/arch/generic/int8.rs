@@ -130,6 +130,25 @@ pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
     }
 }
 
+/// Adds chunk `c` of step `s` of a Q6_K block, `Σ q·scale·xq` against each vector, to `sums`.
+#[inline(always)]
+fn add_q6_chunk<V: Vector, B: Q6Block, const N: usize>(
+    v: V,
+    b: &B,
+    (s, c): (usize, usize),
+    sc: &[i16; 16],
+    xb: &[PreparedBlock; N],
+    sums: &mut [V::U; N],
+) {
+    let q = b.int8_chunk(v, s, c);
+    let at = 64 * s + 4 * V::LANES * c;
+    let scales = &sc[4 * s + c * V::LANES / 4..];
+    for (sum, x) in sums.iter_mut().zip(xb) {
+        let dot = B::dot_scaled(v, q, &x.xq8[at..], &x.xq16[at..], scales);
+        *sum = v.add_i32(*sum, dot);
+    }
+}
+
 /// The Q6_K kernel with 8-bit activations, for blocks in either layout.
 #[derive(Clone, Copy)]
 pub(super) struct Q6KQ8<B>(pub(super) PhantomData<B>);
@@ -150,25 +169,13 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
             if B::SHIFTS_BY_STEP {
                 each_step!(V::unroll_int8_steps(N), s => {
                     for c in 0..16 / V::LANES {
-                        let q = b.int8_chunk(v, s, c);
-                        let at = 64 * s + 4 * V::LANES * c;
-                        let scales = &sc[4 * s + c * V::LANES / 4..];
-                        for (sum, x) in sums.iter_mut().zip(&xb) {
-                            let dot = B::dot_scaled(v, q, &x.xq8[at..], &x.xq16[at..], scales);
-                            *sum = v.add_i32(*sum, dot);
-                        }
+                        add_q6_chunk(v, b, (s, c), &sc, &xb, &mut sums);
                     }
                 });
             } else {
                 for j in 0..QK_K / (4 * V::LANES) {
-                    let (s, c) = (j / (16 / V::LANES), j % (16 / V::LANES));
-                    let q = b.int8_chunk(v, s, c);
-                    let at = 4 * V::LANES * j;
-                    let scales = &sc[j * V::LANES / 4..];
-                    for (sum, x) in sums.iter_mut().zip(&xb) {
-                        let dot = B::dot_scaled(v, q, &x.xq8[at..], &x.xq16[at..], scales);
-                        *sum = v.add_i32(*sum, dot);
-                    }
+                    let step_chunk = (j / (16 / V::LANES), j % (16 / V::LANES));
+                    add_q6_chunk(v, b, step_chunk, &sc, &xb, &mut sums);
                 }
             }
             for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&xb) {
