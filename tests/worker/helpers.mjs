@@ -1,7 +1,7 @@
 // Shared by the worker tests: build models with the `cobordism` CLI, seed a local R2 bucket,
 // call shards.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, readdirSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,8 +13,17 @@ export function cli(...args) {
   return execFileSync(CLI, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
 }
 
+const tempDirs = [];
+// Each test file runs in its own process: its temporary directories (models of up to 380 MiB)
+// go when it exits, passed or failed.
+process.on("exit", () => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
 export function tempDir(name) {
-  return mkdtempSync(join(tmpdir(), `cobordism-${name}-`));
+  const dir = mkdtempSync(join(tmpdir(), `cobordism-${name}-`));
+  tempDirs.push(dir);
+  return dir;
 }
 
 /** Synthesizes a model and slices it: returns { dir, manifest }. */

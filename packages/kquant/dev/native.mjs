@@ -1,7 +1,7 @@
 // What native kquant computes, for the tests and the benchmark to compare against: runs the
 // kquant-js `fixtures` example (a native build) and loads the little-endian files it writes.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -11,16 +11,23 @@ export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", ".
 export const DTYPES = ["q4_k", "q6_k"];
 
 /**
- * Writes seeded fixtures with native kquant into `dir` (a fresh temporary directory by default)
- * and loads them.
+ * Writes seeded fixtures with native kquant into `dir` (by default a temporary directory, removed
+ * once they are loaded) and loads them.
  * @param {{rows?: number, cols?: number, seed?: number, dequantize?: boolean, dir?: string}} o
- * @returns {{dir: string, rows: number, cols: number, backend: string, x: Float32Array,
+ * @returns {{rows: number, cols: number, backend: string, x: Float32Array,
  *   q4_k: {weights: Uint8Array, matvec: Float32Array, matvecInt8: Float32Array, dequant?: Float32Array},
  *   q6_k: {weights: Uint8Array, packed6: Uint8Array, matvec: Float32Array, matvecInt8: Float32Array,
  *     dequant?: Float32Array}}}
  */
 export function nativeFixtures({ rows, cols, seed, dequantize = true, dir } = {}) {
-  dir ??= mkdtempSync(join(tmpdir(), "kquant-fixtures-"));
+  if (dir === undefined) {
+    const scratch = mkdtempSync(join(tmpdir(), "kquant-fixtures-"));
+    try {
+      return nativeFixtures({ rows, cols, seed, dequantize, dir: scratch });
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  }
   const args = [dir];
   if (rows !== undefined) args.push("--rows", `${rows}`);
   if (cols !== undefined) args.push("--cols", `${cols}`);
@@ -37,7 +44,7 @@ export function nativeFixtures({ rows, cols, seed, dequantize = true, dir } = {}
     return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
   };
   const meta = JSON.parse(readFileSync(join(dir, "fixtures.json"), "utf8"));
-  const f = { dir, ...meta, x: floats("x.f32") };
+  const f = { ...meta, x: floats("x.f32") };
   for (const dtype of DTYPES) {
     f[dtype] = {
       weights: bytes(`${dtype}.weights`),
