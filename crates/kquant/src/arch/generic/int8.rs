@@ -141,8 +141,11 @@ fn add_q6_chunk<V: Vector, B: Q6Block, const N: usize>(
     sums: &mut [V::U; N],
 ) {
     let q = b.int8_chunk(v, s, c);
-    let at = 64 * s + 4 * V::LANES * c;
-    let scales = &sc[4 * s + c * V::LANES / 4..];
+    // Chunk j = s·(16 / LANES) + c covers weights 4·LANES·j.. (and groups LANES·j / 4..):
+    // written so, the flat loop's (j / k, j mod k) folds back to j.
+    let j = s * (16 / V::LANES) + c;
+    let at = 4 * V::LANES * j;
+    let scales = &sc[V::LANES * j / 4..];
     for (sum, x) in sums.iter_mut().zip(xb) {
         let dot = B::dot_scaled(v, q, &x.xq8[at..], &x.xq16[at..], scales);
         *sum = v.add_i32(*sum, dot);
