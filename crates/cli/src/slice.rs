@@ -58,7 +58,7 @@ pub struct Args {
     pub requantize: Option<QuantArg>,
     /// How to store the blocks: `ggml` (the GGUF's own bytes) or `packed6` (Q6_K only: the same
     /// bytes per block, rearranged for the kernels — in workerd the exact mode takes ~0.75 of
-    /// the time and int8 ~0.95; the logits are the same bits). The manifest records it; shards
+    /// the time and int8 ~0.9; the logits are the same bits). The manifest records it; shards
     /// and `logits --local` read either.
     #[arg(long, value_name = "LAYOUT", default_value = "ggml", value_parser = parse_layout)]
     pub layout: Layout,
