@@ -1,9 +1,46 @@
 // An inference Worker's last step: a hidden state in, a sampled token out, through the eight
 // lm-head shards. POST the hidden vector (little-endian f32) to /next-token?temperature=…&top_p=…
 // &seed=…; the answer is {"token", "logprob"}. See README.md.
+//
+// A caller's mistake (a malformed parameter, a hidden vector the shards refuse) is answered with
+// 400 and what was wrong; a failure of the shards with 502 (503 when retrying later may help).
 import { LmHeadClient, ShardError } from "@cobordism/client";
 
 let client;
+
+/** A caller's mistake. */
+class BadRequest extends Error {}
+
+/** The query's sampling options, checked: numbers where numbers belong, seed a u64. */
+function options(q) {
+  const number = (name, fallback) => {
+    if (!q.has(name)) return fallback;
+    const text = q.get(name).trim();
+    const value = Number(text);
+    if (text === "" || !Number.isFinite(value)) throw new BadRequest(`${name} must be a number, not ${JSON.stringify(q.get(name))}`);
+    return value;
+  };
+  const seed = q.get("seed") ?? "0";
+  if (!/^\d{1,20}$/.test(seed) || BigInt(seed) >= 1n << 64n) throw new BadRequest(`seed must be an integer from 0 to 2^64 - 1, not ${JSON.stringify(seed)}`);
+  return {
+    temperature: number("temperature", 1),
+    topK: number("top_k", 0),
+    topP: number("top_p", 0),
+    minP: number("min_p", 0),
+    seed: BigInt(seed),
+  };
+}
+
+/** The answer to a failure: the caller's mistakes are 400s, the shards' failures 502/503. */
+function failure(e) {
+  const caller = e instanceof BadRequest || e instanceof RangeError || e instanceof TypeError
+    // The shards refused the hidden vector itself (its length, a NaN): the caller's doing too.
+    || (e instanceof ShardError && e.status >= 400 && e.status < 500 && e.status !== 401 && e.status !== 403);
+  if (caller) return Response.json({ error: "bad_request", detail: e.message }, { status: 400 });
+  if (!(e instanceof ShardError)) throw e;
+  const status = e.retryable ? 503 : 502;
+  return Response.json({ error: "shard_error", detail: e.message, retryable: e.retryable }, { status, headers: e.retryable ? { "Retry-After": "1" } : {} });
+}
 
 export default {
   async fetch(request, env) {
@@ -11,24 +48,14 @@ export default {
       return new Response("POST a hidden vector to /next-token\n", { status: 404 });
     }
     client ??= new LmHeadClient({ endpoints: env.SHARD_URLS.split(",").map((u) => u.trim()), token: env.SHARD_TOKEN });
-    const q = new URL(request.url).searchParams;
-    const number = (name, fallback) => (q.has(name) ? Number(q.get(name)) : fallback);
-    const bytes = await request.arrayBuffer();
-    if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) {
-      return Response.json({ error: "bad_hidden", detail: "send the hidden state as little-endian f32" }, { status: 400 });
-    }
     try {
-      const { token, logprob } = await client.sample(new Float32Array(bytes), {
-        temperature: number("temperature", 1),
-        topK: number("top_k", 0),
-        topP: number("top_p", 0),
-        minP: number("min_p", 0),
-        seed: BigInt(q.get("seed") ?? "0"),
-      });
+      const o = options(new URL(request.url).searchParams);
+      const bytes = await request.arrayBuffer();
+      if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) throw new BadRequest("send the hidden state as little-endian f32");
+      const { token, logprob } = await client.sample(new Float32Array(bytes), o);
       return Response.json({ token, logprob });
     } catch (e) {
-      const status = e instanceof ShardError ? 502 : 400;
-      return Response.json({ error: e.name, detail: e.message }, { status });
+      return failure(e);
     }
   },
 };

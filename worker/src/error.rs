@@ -67,10 +67,11 @@ impl From<ShardError> for ApiError {
     }
 }
 
+/// A runtime call that should not fail did (reading the URL, setting a header): a bug, not
+/// the caller's doing, and not worth a retry. Reading the body has its own error
+/// (`cobordism_shard::unreadable`).
 impl From<worker::Error> for ApiError {
     fn from(e: worker::Error) -> Self {
-        ShardError::unavailable("runtime_error", "the runtime failed this request; retry", 1)
-            .with_internal(format_args!("runtime error: {e}"))
-            .into()
+        ShardError::internal(format_args!("runtime error: {e}")).into()
     }
 }

@@ -2,8 +2,10 @@
 
 use std::rc::Rc;
 
-use cobordism_protocol::{decode_hidden, max_body_bytes, Form, HiddenError, Precision, MAX_HIDDEN};
-use cobordism_shard::{too_large, Body, BodyPool, Settings, Shard, ShardError};
+use cobordism_protocol::{decode_hidden, max_body_bytes, Form, HiddenError, Query, MAX_HIDDEN};
+use cobordism_shard::{
+    declared_length, too_large, unreadable, Body, BodyPool, Settings, Shard, ShardError,
+};
 use futures_util::StreamExt;
 use serde_json::json;
 use worker::{Env, Headers, Request, Response};
@@ -26,44 +28,26 @@ fn wasm_memory_bytes() -> u64 {
     core::arch::wasm32::memory_size(0) as u64 * 65536
 }
 
-/// The value of query parameter `name`, if given.
-fn query(req: &Request, name: &str) -> Result<Option<String>, ApiError> {
-    let url = req.url()?;
-    let value = url
-        .query_pairs()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.into_owned());
-    Ok(value)
-}
-
-/// The reply form the query asks for (`top_k`, `temperature`, `seed`, `tokens`).
-fn form(req: &Request) -> Result<Form, ApiError> {
+/// The reply form and precision the query asks for (every parameter at most once).
+fn query(req: &Request) -> Result<Query, ApiError> {
     let url = req.url()?;
     let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
-    Form::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    Query::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map_err(|e| ApiError::new(400, e.code, e.detail))
 }
 
-/// `?precision=exact|int8` (default exact).
-fn precision(req: &Request) -> Result<Precision, ApiError> {
-    query(req, "precision")?.map_or(Ok(Precision::Exact), |v| {
-        Precision::parse(&v).map_err(|detail| ApiError::new(400, "bad_precision", detail))
-    })
-}
-
-/// The declared `Content-Length`, if any.
-fn content_length(req: &Request) -> Option<u64> {
-    let declared = req.headers().get("Content-Length").ok().flatten()?;
-    declared.trim().parse().ok()
+/// The value of header `name`, if present.
+fn header(req: &Request, name: &str) -> Option<String> {
+    req.headers().get(name).ok().flatten()
 }
 
 /// Receives the body into `body`, stopping past `cap` bytes (413) and refusing a missing or
 /// empty one (411).
 async fn read_body(req: &mut Request, body: &Body, cap: usize) -> Result<(), ApiError> {
     if req.inner().body().is_some() {
-        let mut stream = req.stream()?;
+        let mut stream = req.stream().map_err(unreadable)?;
         while let Some(chunk) = stream.next().await {
-            body.push(&chunk?, cap, js_sys::Date::now())?;
+            body.push(&chunk.map_err(unreadable)?, cap, js_sys::Date::now())?;
         }
     }
     if body.with(<[u8]>::is_empty)? {
@@ -83,12 +67,12 @@ fn replaced() -> ShardError {
 /// `POST /cobordism-lm-head`: the body is read only once the slice is resident, within the
 /// exact cap for its hidden size and in one of the body buffers the memory budget allows.
 pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Response, ApiError> {
-    let form = form(req)?;
-    let precision = precision(req)?;
-    let declared = content_length(req);
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Err(too_large(MAX_BODY_BYTES).into());
-    }
+    let Query { form, precision } = query(req)?;
+    let declared = declared_length(
+        header(req, "Content-Length").as_deref(),
+        header(req, "Transfer-Encoding").as_deref(),
+        MAX_BODY_BYTES,
+    )?;
     let shard = SHARD.with(Rc::clone);
     let residency = shard.ensure(cfg, &R2::from_env(env)?).await?;
     if let Some(why) = &residency.check_error {
@@ -116,16 +100,18 @@ pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Res
             })?;
         let logits = r.logits(&x, n, precision)?;
         let rows = r.entry.row_count;
-        let payload = form.encode(&logits, rows, r.entry.row_start as u32);
+        let payload = form
+            .encode(&logits, rows, r.entry.row_start as u32)
+            .map_err(|e| ShardError::new(400, e.code, e.detail))?;
         Ok::<_, ShardError>((
             payload,
             n,
-            r.entry.row_start,
-            rows,
+            r.entry.clone(),
+            r.manifest.vocab,
             r.manifest.version.clone(),
         ))
     });
-    let (payload, n, row_start, rows, version) = answer.ok_or_else(replaced)??;
+    let (payload, n, entry, vocab, version) = answer.ok_or_else(replaced)??;
     drop(body);
     // In production the clock stands still while the Worker computes: a compute time is
     // reported only when it moved (locally), never as a misleading 0.
@@ -139,8 +125,10 @@ pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Res
     set("Content-Type", "application/octet-stream")?;
     set("Cache-Control", "no-store")?;
     set("X-Shard-Index", &cfg.shard_index.to_string())?;
-    set("X-Row-Start", &row_start.to_string())?;
-    set("X-Row-Count", &rows.to_string())?;
+    set("X-Shard-Count", &cfg.shard_count.to_string())?;
+    set("X-Vocab", &vocab.to_string())?;
+    set("X-Row-Start", &entry.row_start.to_string())?;
+    set("X-Row-Count", &entry.row_count.to_string())?;
     set("X-Batch", &n.to_string())?;
     set("X-Precision", precision.name())?;
     set("X-Manifest-Version", &version)?;

@@ -9,7 +9,7 @@
 #![forbid(unsafe_code)]
 
 use cobordism_protocol::sampling::{self, Part, Sampling};
-use cobordism_protocol::TopK;
+use cobordism_protocol::{Tile, TopK};
 use wasm_bindgen::prelude::*;
 
 fn sections(bytes: &[u8], shards: usize) -> Result<Vec<TopK>, JsError> {
@@ -92,6 +92,55 @@ pub fn sample_all(
     sampling::sample_all(logits, &s, vector)
         .map(triple)
         .map_err(|e| JsError::new(&e.to_string()))
+}
+
+/// Throws unless the answers' headers (`X-Shard-Index`, `X-Shard-Count`, `X-Row-Start`,
+/// `X-Row-Count`, `X-Vocab`, answer `i` from the endpoint of shard `i`) tile the whole
+/// vocabulary; the error names the rows no answer covers (`cobordism_protocol::check_tiling`).
+#[wasm_bindgen(js_name = checkTiling)]
+pub fn check_tiling(
+    index: &[u32],
+    shard_count: &[u32],
+    row_start: &[u32],
+    row_count: &[u32],
+    vocab: &[u32],
+) -> Result<(), JsError> {
+    let n = index.len();
+    if [
+        shard_count.len(),
+        row_start.len(),
+        row_count.len(),
+        vocab.len(),
+    ] != [n; 4]
+    {
+        return Err(JsError::new(
+            "checkTiling: the five arrays differ in length",
+        ));
+    }
+    let tiles: Vec<Tile> = (0..n)
+        .map(|i| Tile {
+            index: index[i],
+            shard_count: shard_count[i],
+            row_start: row_start[i],
+            row_count: row_count[i],
+            vocab: vocab[i],
+        })
+        .collect();
+    cobordism_protocol::check_tiling(&tiles).map_err(|e| JsError::new(&e.detail))
+}
+
+/// Whether a request that got `status` is worth sending again (`shardError`: the body was the
+/// shard's JSON error; `retryAfter`: the answer had `Retry-After`).
+#[wasm_bindgen(js_name = worthRetrying)]
+pub fn worth_retrying(status: u16, shard_error: bool, retry_after: bool) -> bool {
+    cobordism_protocol::worth_retrying(status, shard_error, retry_after)
+}
+
+/// Throws unless the sampling settings are valid (a filter off when its value is 0): the
+/// client checks them before it sends anything.
+#[wasm_bindgen(js_name = checkSampling)]
+pub fn check_sampling(temperature: f32, top_k: u32, top_p: f64, min_p: f64) -> Result<(), JsError> {
+    sampling_of(temperature, 0, top_k, top_p, min_p).map(drop)
 }
 
 /// The sampling settings, a filter off when its value is 0, validated.

@@ -8,10 +8,18 @@
 //! | `temperature=T&seed=S` | a section with one entry: the slice's Gumbel-max winner ([`crate::sampling`]) |
 //! | `tokens=ID,ID,…[&temperature=T]` | a section with the asked tokens that fall in the slice, in the order asked |
 //!
-//! Sections share the wire format of [`TopK`]; `T` defaults to 1.
+//! Sections share the wire format of [`TopK`]; `T` defaults to 1. [`Query`] reads a whole query:
+//! the form and `precision`, every parameter at most once.
+//!
+//! An answer is only sent when it is finite: [`Form::encode`] refuses a NaN or infinite logit
+//! (finite hidden values whose products overflow f32) and a section whose `ln Σ exp(z/T)`
+//! overflows f32 (logits beyond ~10³⁶ at a small `T`), naming the token or vector, so that the
+//! shard and the CLI's local path refuse the same inputs with the same words.
 
-use crate::sampling::{log_sum_exp, slice_winner, MAX_TEMPERATURE};
-use crate::{encode_f32, parse_top_k, TopK, MAX_TOP_K};
+use std::collections::BTreeSet;
+
+use crate::sampling::{check_temperature, log_sum_exp, slice_winner, temperature_error};
+use crate::{encode_f32, parse_top_k, Precision, TopK, MAX_TOP_K};
 
 /// What a shard answers for each hidden vector.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,10 +34,12 @@ pub enum Form {
     Tokens { tokens: Vec<u32>, temperature: f32 },
 }
 
-/// A query the shard refuses: the error code and a sentence for the caller.
+/// A query the shard refuses, or logits it cannot answer with: the error code and a sentence
+/// for the caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FormError {
-    /// `bad_top_k`, `bad_temperature`, `bad_seed`, `bad_tokens` or `bad_query`.
+    /// `bad_top_k`, `bad_temperature`, `bad_seed`, `bad_tokens`, `bad_query`, `bad_precision`
+    /// or (from [`Form::encode`]) `non_finite`.
     pub code: &'static str,
     /// What was wrong.
     pub detail: String,
@@ -42,25 +52,72 @@ fn refuse(code: &'static str, detail: impl Into<String>) -> FormError {
     }
 }
 
+impl core::fmt::Display for FormError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}: {}", self.code, self.detail)
+    }
+}
+
+impl std::error::Error for FormError {}
+
+/// What a request's query asks for: the reply form and the precision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Query {
+    /// The reply form.
+    pub form: Form,
+    /// `?precision=` (default exact).
+    pub precision: Precision,
+}
+
+impl Query {
+    /// Reads a query's `(key, value)` pairs (already percent-decoded). Any parameter given twice
+    /// is refused (`bad_query`), whatever its name: a repeated value is never silently dropped.
+    /// Parameters other than `top_k`, `temperature`, `seed`, `tokens` and `precision` are ignored.
+    pub fn parse<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Query, FormError> {
+        let mut seen = BTreeSet::new();
+        let (mut top_k, mut temperature, mut seed, mut tokens, mut precision) =
+            (None, None, None, None, None);
+        for (key, value) in pairs {
+            if !seen.insert(key) {
+                return Err(refuse(
+                    "bad_query",
+                    format!("{key:?} is given twice: give each parameter once"),
+                ));
+            }
+            match key {
+                "top_k" => top_k = Some(value),
+                "temperature" => temperature = Some(value),
+                "seed" => seed = Some(value),
+                "tokens" => tokens = Some(value),
+                "precision" => precision = Some(value),
+                _ => {}
+            }
+        }
+        let precision = precision.map_or(Ok(Precision::Exact), |v| {
+            Precision::parse(v).map_err(|d| refuse("bad_precision", d))
+        })?;
+        let form = Form::from_values(top_k, temperature, seed, tokens)?;
+        Ok(Query { form, precision })
+    }
+}
+
 impl Form {
-    /// The form a query asks for, from its `top_k`, `temperature`, `seed` and `tokens` values
-    /// (other parameters are not looked at).
+    /// The form a query asks for ([`Query::parse`] without the precision).
     pub fn parse<'a>(
         query: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Form, FormError> {
-        let (mut top_k, mut temperature, mut seed, mut tokens) = (None, None, None, None);
-        for (key, value) in query {
-            let slot = match key {
-                "top_k" => &mut top_k,
-                "temperature" => &mut temperature,
-                "seed" => &mut seed,
-                "tokens" => &mut tokens,
-                _ => continue,
-            };
-            if slot.replace(value).is_some() {
-                return Err(refuse("bad_query", format!("{key} is given twice")));
-            }
-        }
+        Query::parse(query).map(|q| q.form)
+    }
+
+    /// The form from the values of `top_k`, `temperature`, `seed` and `tokens`.
+    fn from_values(
+        top_k: Option<&str>,
+        temperature: Option<&str>,
+        seed: Option<&str>,
+        tokens: Option<&str>,
+    ) -> Result<Form, FormError> {
         let t = temperature.map(parse_temperature).transpose()?;
         match (top_k, seed, tokens) {
             (None, None, None) if t.is_none() => Ok(Form::Logits),
@@ -93,13 +150,32 @@ impl Form {
     }
 
     /// The answer for the logits of `n` vectors (`logits.len() = n · rows`) of a slice whose
-    /// first row is token `row_start`.
-    pub fn encode(&self, logits: &[f32], rows: usize, row_start: u32) -> Vec<u8> {
+    /// first row is token `row_start`; `non_finite` if a logit or a section's log-sum-exp is not
+    /// finite (see the module's docs).
+    pub fn encode(
+        &self,
+        logits: &[f32],
+        rows: usize,
+        row_start: u32,
+    ) -> Result<Vec<u8>, FormError> {
+        let rows = rows.max(1);
+        if let Some(i) = logits.iter().position(|z| !z.is_finite()) {
+            return Err(refuse(
+                "non_finite",
+                format!(
+                    "the logit of token {} (vector {}) is {}: the hidden vector's products \
+                     overflow f32; send smaller values",
+                    row_start as usize + i % rows,
+                    i / rows,
+                    logits[i]
+                ),
+            ));
+        }
         if *self == Form::Logits {
-            return encode_f32(logits);
+            return Ok(encode_f32(logits));
         }
         let mut out = Vec::new();
-        for (v, section) in logits.chunks_exact(rows.max(1)).enumerate() {
+        for (v, section) in logits.chunks_exact(rows).enumerate() {
             let answer = match self {
                 Form::Logits => unreachable!("handled above"),
                 Form::TopK { k, temperature } => {
@@ -123,9 +199,30 @@ impl Form {
                         .collect(),
                 },
             };
+            if !answer.log_sum_exp.is_finite() {
+                return Err(refuse(
+                    "non_finite",
+                    format!(
+                        "ln Σ exp(z/T) of vector {v} overflows f32 (largest logit {} at \
+                         temperature {}): use a larger temperature or smaller hidden values",
+                        answer.max_logit,
+                        self.temperature().unwrap_or(1.0)
+                    ),
+                ));
+            }
             answer.encode_into(&mut out);
         }
-        out
+        Ok(out)
+    }
+
+    /// The temperature of a section form.
+    fn temperature(&self) -> Option<f32> {
+        match self {
+            Form::Logits => None,
+            Form::TopK { temperature, .. }
+            | Form::Sample { temperature, .. }
+            | Form::Tokens { temperature, .. } => Some(*temperature),
+        }
     }
 
     /// The query that asks for this form (empty for all logits); [`Form::parse`] reads it back.
@@ -156,13 +253,16 @@ impl Form {
 }
 
 fn parse_temperature(value: &str) -> Result<f32, FormError> {
-    match value.parse::<f32>() {
-        Ok(t) if t > 0.0 && t <= MAX_TEMPERATURE => Ok(t),
-        _ => Err(refuse(
+    let t = value
+        .parse::<f32>()
+        .ok()
+        .and_then(|t| check_temperature(t).ok());
+    t.ok_or_else(|| {
+        refuse(
             "bad_temperature",
-            format!("temperature must be a number in (0, {MAX_TEMPERATURE}], not {value:?}"),
-        )),
-    }
+            temperature_error(format_args!("{value:?}")),
+        )
+    })
 }
 
 /// `ID,ID,…`: 1 to [`MAX_TOP_K`] token ids.
@@ -233,7 +333,7 @@ mod tests {
                 temperature: 0.3,
             },
             Form::Sample {
-                temperature: 1.0e-3,
+                temperature: 0.01,
                 seed: u64::MAX,
             },
             Form::Tokens {
@@ -255,6 +355,14 @@ mod tests {
             ("temperature=NaN&seed=1", "bad_temperature"),
             ("temperature=inf&seed=1", "bad_temperature"),
             ("temperature=1001&seed=1", "bad_temperature"),
+            ("temperature=0.0099&seed=1", "bad_temperature"),
+            ("temperature=1e-39&seed=1", "bad_temperature"),
+            ("temperature=abc&top_k=1", "bad_temperature"),
+            ("precision=int8&precision=bogus", "bad_query"),
+            ("precision=int8&precision=int8", "bad_query"),
+            ("foo=1&foo=2", "bad_query"),
+            ("temperature=1&seed=1&seed=2", "bad_query"),
+            ("precision=fp16", "bad_precision"),
             ("temperature=1&seed=-1", "bad_seed"),
             ("temperature=1", "bad_query"),
             ("seed=1", "bad_query"),
@@ -274,13 +382,47 @@ mod tests {
     }
 
     #[test]
+    fn queries_carry_the_precision() {
+        let q = |s: &str| Query::parse(s.split('&').filter_map(|p| p.split_once('=')));
+        assert_eq!(q("top_k=2").unwrap().precision, Precision::Exact);
+        assert_eq!(q("precision=int8").unwrap().precision, Precision::Int8);
+        assert_eq!(
+            q("precision=exact&top_k=3").unwrap().form,
+            parse("top_k=3").unwrap()
+        );
+    }
+
+    #[test]
+    fn answers_that_are_not_finite_are_refused_naming_where() {
+        // Finite hidden values can overflow f32 in the dot products: NaN or ±inf logits.
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let logits = [1.0f32, 2.0, 3.0, 4.0, bad, 6.0]; // two vectors of three rows
+            for form in [Form::Logits, parse("top_k=1").unwrap()] {
+                let e = form.encode(&logits, 3, 100).unwrap_err();
+                assert_eq!(e.code, "non_finite");
+                assert!(e.detail.contains("token 101 (vector 1)"), "{}", e.detail);
+            }
+        }
+        // Finite logits whose ln Σ exp(z/T) does not fit an f32 at the smallest temperature.
+        let huge = [3.0e38f32, 1.0];
+        let form = parse("temperature=0.01&seed=1").unwrap();
+        let e = form.encode(&huge, 2, 0).unwrap_err();
+        assert_eq!(e.code, "non_finite");
+        assert!(e.detail.contains("vector 0"), "{}", e.detail);
+        // The largest ordinary logits at the smallest temperature are answered.
+        let ok = parse("top_k=1&temperature=0.01").unwrap();
+        let sections = TopK::decode_all(&ok.encode(&[1.0e3, -1.0e3], 2, 0).unwrap()).unwrap();
+        assert!(sections[0].log_sum_exp.is_finite());
+    }
+
+    #[test]
     fn token_sections_hold_the_asked_tokens_of_the_slice_in_order() {
         let logits = [0.5f32, 1.0, 2.0, 8.0, 9.0, 7.0]; // two vectors of three rows
         let form = Form::Tokens {
             tokens: vec![12, 99, 10],
             temperature: 1.0,
         };
-        let got = TopK::decode_all(&form.encode(&logits, 3, 10)).unwrap();
+        let got = TopK::decode_all(&form.encode(&logits, 3, 10).unwrap()).unwrap();
         assert_eq!(got[0].entries, vec![(12, 2.0), (10, 0.5)]);
         assert_eq!(got[1].entries, vec![(12, 7.0), (10, 8.0)]);
         assert_eq!(got[1].max_logit, 9.0);
@@ -292,7 +434,7 @@ mod tests {
         let logits = [0.5f32, 3.0, -1.0, 3.0, 2.0];
         for temperature in [1.0f32, 2.0] {
             let form = Form::TopK { k: 2, temperature };
-            let sections = TopK::decode_all(&form.encode(&logits, 5, 7)).unwrap();
+            let sections = TopK::decode_all(&form.encode(&logits, 5, 7).unwrap()).unwrap();
             let section = &sections[0];
             assert_eq!(section.max_logit, 3.0);
             assert_eq!(section.entries, [(8, 3.0), (10, 3.0)], "T = {temperature}");

@@ -5,10 +5,12 @@
 //! * [`TopK`]: a section of the binary answers; [`Form`]: which answer a query asks for, and its
 //!   encoding; [`sampling`]: exact sampling, top-K merges and log-probabilities across shards.
 //! * [`decode_hidden`]: the request body (`n · hidden` little-endian f32) and its checks;
-//!   [`parse_top_k`], [`Access`] and [`bearer_matches`]: the query and who may call.
+//!   [`Query`], [`parse_top_k`], [`Access`] and [`bearer_matches`]: the query and who may call.
 //! * [`softcap`]: the final-logit soft cap `c · tanh(z / c)`; [`answer`]: kernel + soft cap, the
 //!   one computation of logits for the shard and the CLI.
 //! * [`MemoryNeed`]: the wasm memory a shard's slice needs, for the shard and `cobordism plan`.
+//! * [`check_tiling`]: whether the shards' answers make up the whole vocabulary;
+//!   [`worth_retrying`]: which failed requests a client sends again.
 
 pub mod answer;
 mod budget;
@@ -17,7 +19,9 @@ mod form;
 mod hidden;
 mod manifest;
 mod request;
+mod retry;
 pub mod sampling;
+mod tiling;
 mod topk;
 
 pub use budget::{
@@ -25,13 +29,15 @@ pub use budget::{
     MIN_BODIES_IN_FLIGHT,
 };
 pub use checksum::Checksum;
-pub use form::{Form, FormError};
+pub use form::{Form, FormError, Query};
 pub use hidden::{decode_hidden, encode_f32, max_body_bytes, HiddenError, MAX_BATCH};
 pub use manifest::{
     slice_key, Manifest, ManifestError, ShardEntry, FORMAT, FORMAT_VERSION, MAX_HIDDEN,
     MAX_MANIFEST_BYTES, MAX_SHARDS, MAX_VOCAB,
 };
 pub use request::{bearer_matches, parse_top_k, Access, Precision};
+pub use retry::worth_retrying;
+pub use tiling::{check_tiling, Tile, TilingError};
 pub use topk::{TopK, TopKError, MAX_TOP_K};
 
 /// The final-logit soft cap: `c · tanh(z / c)` in place (gemma-2/3 style); `None` leaves `z`.

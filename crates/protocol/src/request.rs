@@ -72,11 +72,23 @@ impl Access {
 /// Whether an `Authorization` header value is `Bearer <expected>`. The scheme matches in any
 /// case (RFC 7235) and may be followed by several spaces; the token comparison takes the same
 /// time wherever the first difference is (only the length may leak).
+///
+/// The runtime joins repeated headers into one value with `", "` (and drops a leading empty
+/// one), and a bearer token cannot contain a comma: so the value is split at commas, empty
+/// elements (an empty header carries no credential) are dropped, and exactly one credential
+/// must remain. Two credentials are refused whatever their order, even two right ones.
 pub fn bearer_matches(header: Option<&str>, expected: &str) -> bool {
-    let token = header.and_then(|h| {
-        let (scheme, token) = h.trim().split_once(' ')?;
-        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-    });
+    let mut credentials = header
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty());
+    let (Some(credential), None) = (credentials.next(), credentials.next()) else {
+        return false;
+    };
+    let token = credential
+        .split_once(' ')
+        .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()));
     token.is_some_and(|t| bool::from(t.as_bytes().ct_eq(expected.as_bytes())))
 }
 
@@ -125,6 +137,9 @@ mod tests {
         assert!(bearer_matches(Some("Bearer s3cret "), "s3cret"));
         assert!(bearer_matches(Some("bearer s3cret"), "s3cret"));
         assert!(bearer_matches(Some("BEARER  s3cret"), "s3cret"));
+        // Repeated headers as the runtime joins them: empty ones carry nothing, in any order.
+        assert!(bearer_matches(Some("Bearer s3cret, "), "s3cret"));
+        assert!(bearer_matches(Some(", Bearer s3cret"), "s3cret"));
         for bad in [
             None,
             Some("s3cret"),
@@ -135,6 +150,11 @@ mod tests {
             Some("Bearer"),
             Some("Bearer "),
             Some(""),
+            Some("Bearer s3cret, Bearer s3cret"),
+            Some("Bearer s3cret, Bearer other"),
+            Some("Bearer other, Bearer s3cret"),
+            Some("Bearer s3cret,x"),
+            Some(","),
         ] {
             assert!(!bearer_matches(bad, "s3cret"), "{bad:?}");
         }

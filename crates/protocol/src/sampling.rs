@@ -132,12 +132,7 @@ impl Sampling {
 
     /// Checks the ranges; the message names the bad parameter.
     pub fn validate(&self) -> Result<(), String> {
-        let t = self.temperature;
-        if !(t.is_finite() && t > 0.0 && t <= MAX_TEMPERATURE) {
-            return Err(format!(
-                "temperature must be in (0, {MAX_TEMPERATURE}], not {t}"
-            ));
-        }
+        check_temperature(self.temperature)?;
         if self.top_k == Some(0) {
             return Err("top-k must be at least 1".into());
         }
@@ -152,6 +147,29 @@ impl Sampling {
 
 /// Largest temperature accepted.
 pub const MAX_TEMPERATURE: f32 = 1000.0;
+
+/// The smallest temperature a shard or client accepts. A section carries `ln Σ exp(z/T)` as an
+/// f32, whose rounding grows with `max z / T`: at `T = 0.01` and logits up to ~50 it is below
+/// 10⁻³ nats; much smaller temperatures would make log-probabilities meaningless, and below
+/// ~10⁻³⁶ `z/T` itself overflows (use greedy decoding instead: `top_k=1`).
+pub const MIN_TEMPERATURE: f32 = 0.01;
+
+/// `t` if it is a temperature in `[MIN_TEMPERATURE, MAX_TEMPERATURE]`, else why not.
+pub fn check_temperature(t: f32) -> Result<f32, String> {
+    if (MIN_TEMPERATURE..=MAX_TEMPERATURE).contains(&t) {
+        Ok(t)
+    } else {
+        Err(temperature_error(t))
+    }
+}
+
+/// Why `shown` is not a temperature.
+pub(crate) fn temperature_error(shown: impl fmt::Display) -> String {
+    format!(
+        "temperature must be a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE}, not {shown} \
+         (for greedy decoding ask for the top 1)"
+    )
+}
 
 /// A sampled token.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -38,7 +38,7 @@ fn answers(all: &[f32], shards: usize, form: &Form) -> Vec<(TopK, usize)> {
     cuts(all.len(), shards)
         .into_iter()
         .map(|(a, b)| {
-            let bytes = form.encode(&all[a..b], b - a, a as u32);
+            let bytes = form.encode(&all[a..b], b - a, a as u32).unwrap();
             let mut sections = TopK::decode_all(&bytes).unwrap();
             assert_eq!(sections.len(), 1);
             (sections.remove(0), b - a)

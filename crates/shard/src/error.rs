@@ -39,13 +39,19 @@ impl ShardError {
         }
     }
 
-    /// A deployment mistake (variables, manifest and configuration disagree): 503, with what is
-    /// wrong for the log only.
+    /// 503 *without* `Retry-After`: the deployment is wrong (its configuration, or the model in
+    /// the bucket), so the same request fails the same way until the operator fixes it; clients
+    /// do not retry it (`cobordism_protocol::worth_retrying`).
+    pub fn deployment(code: &'static str, detail: impl Into<String>) -> Self {
+        ShardError::new(503, code, detail)
+    }
+
+    /// A deployment mistake (variables, manifest and configuration disagree): 503 without
+    /// `Retry-After`, with what is wrong for the log only.
     pub fn config(internal: impl fmt::Display) -> Self {
-        ShardError::unavailable(
+        ShardError::deployment(
             "misconfigured",
             "the shard's configuration is inconsistent; its operator finds why in the Worker's log",
-            30,
         )
         .with_internal(internal)
     }

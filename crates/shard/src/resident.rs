@@ -122,7 +122,8 @@ pub struct Health {
     pub loading_next: bool,
     /// Since the last successful manifest check (resident only).
     pub checked_ms_ago: Option<f64>,
-    /// Why the last manifest check failed, while checks fail.
+    /// Why the last manifest check failed, while checks fail; with no slice resident, why the
+    /// last load failed (state `failed`).
     pub last_check_error: Option<String>,
 }
 
@@ -163,12 +164,15 @@ fn superseded() -> ShardError {
     )
 }
 
-/// `503 slice_corrupt`: the object does not match the manifest in `aspect`.
+/// `503 slice_corrupt`: the object does not match the manifest in `aspect` (no retry: the
+/// same bytes give the same mismatch until the model is uploaded again).
 fn corrupt(key: &str, aspect: &str, what: impl core::fmt::Display) -> ShardError {
-    ShardError::unavailable(
+    ShardError::deployment(
         "slice_corrupt",
-        format!("this shard's slice does not match its manifest ({aspect}); retry later"),
-        5,
+        format!(
+            "this shard's slice does not match its manifest ({aspect}); upload the model again \
+             (cobordism upload)"
+        ),
     )
     .with_internal(format_args!("{key}: {what}"))
 }
@@ -199,20 +203,18 @@ async fn read_all(body: &mut impl ObjectBody, cap: u64) -> Result<Vec<u8>, Strin
     Ok(out)
 }
 
-/// The object `key`; `503 storage_unavailable` if the store fails, and `missing`'s code if
-/// there is no such object (`missing`: the code and what the object is, for the caller).
+/// The object `key`; `503 storage_unavailable` if the store fails (worth a retry), and
+/// `missing` (built from the key) if there is no such object (not worth one: the bucket has to
+/// change first).
 async fn get_object<H: Host>(
     host: &H,
     key: &str,
-    (code, what): (&'static str, &str),
+    missing: impl FnOnce(&str) -> ShardError,
 ) -> Result<Object<H::Body>, ShardError> {
     host.get(key)
         .await
         .map_err(|e| store_failed(format_args!("reading {key}: {e}")))?
-        .ok_or_else(|| {
-            let detail = format!("{what} is not in the bucket (yet); retry later");
-            ShardError::unavailable(code, detail, 5).with_internal(format_args!("no object {key}"))
-        })
+        .ok_or_else(|| missing(key))
 }
 
 /// Reads and validates the manifest: its etag and content.
@@ -221,13 +223,25 @@ async fn read_manifest<H: Host>(
     host: &H,
 ) -> Result<(String, Manifest), ShardError> {
     let key = cfg.manifest_key();
-    let missing = ("manifest_missing", "the model's manifest");
+    let missing = |key: &str| {
+        ShardError::deployment(
+            "manifest_missing",
+            format!(
+                "no model manifest at {key:?} in the shard's bucket: upload the model under the \
+                 prefix {:?} (cobordism upload --prefix), or set MODEL_PREFIX to the prefix it was \
+                 uploaded under",
+                cfg.prefix
+            ),
+        )
+    };
     let object = get_object(host, &key, missing).await?;
     let invalid = |what: String| {
-        ShardError::unavailable(
+        ShardError::deployment(
             "manifest_invalid",
-            "the model's manifest is invalid; its operator finds why in the Worker's log",
-            5,
+            format!(
+                "the model manifest {key:?} is invalid; upload the model again (its operator \
+                 finds why in the Worker's log)"
+            ),
         )
         .with_internal(format_args!("{key}: {what}"))
     };
@@ -463,14 +477,13 @@ impl Shard {
             .ok_or_else(|| ShardError::config("SHARD_INDEX is not in the manifest"))?;
         let need = MemoryNeed::of_shard(&manifest, &entry);
         if !need.fits(cfg.budget_bytes) {
-            return Err(ShardError::unavailable(
+            return Err(ShardError::deployment(
                 "over_budget",
                 format!(
                     "this shard's slice needs {:.1} MiB of wasm memory with its buffers, more \
                      than MEMORY_BUDGET_MIB allows; cut the model into more shards (cobordism plan)",
                     need.least_budget() as f64 / 1048576.0,
                 ),
-                60,
             )
             .with_internal(format_args!(
                 "{}: needs {} bytes, budget {} bytes",
@@ -480,7 +493,16 @@ impl Shard {
             )));
         }
         let key = cfg.object_key(&entry.key);
-        let object = get_object(host, &key, ("slice_missing", "this shard's slice")).await?;
+        let missing = |key: &str| {
+            ShardError::deployment(
+                "slice_missing",
+                format!(
+                    "this shard's slice {key:?}, named by the manifest, is not in the bucket: \
+                     upload the model again (cobordism upload)"
+                ),
+            )
+        };
+        let object = get_object(host, &key, missing).await?;
         if object.size != entry.bytes {
             let what = format_args!("{} bytes, manifest says {}", object.size, entry.bytes);
             return Err(corrupt(&key, "size", what));
@@ -527,8 +549,11 @@ impl Shard {
             .with_loading(generation, |l| core::mem::take(&mut l.buf))
             .ok_or_else(superseded)?;
         if slice.len() != size {
-            let what = format_args!("the stream ended after {} of {size} bytes", slice.len());
-            return Err(corrupt(&key, "size", what));
+            // The object has the right size (checked above): the stream was cut short.
+            let got = slice.len();
+            return Err(store_failed(format_args!(
+                "reading {key}: the stream ended after {got} of {size} bytes"
+            )));
         }
         let sum = checksum.finish();
         if sum != entry.checksum {
@@ -573,7 +598,10 @@ impl Shard {
             state,
             loading_next: s.ready.is_some() && s.loading.is_some(),
             checked_ms_ago: s.ready.as_ref().map(|_| now_ms - s.check.ok_ms),
-            last_check_error: s.check.last_error.clone(),
+            last_check_error: match (&s.ready, &s.failed) {
+                (None, Some((e, _))) => Some(e.to_string()),
+                _ => s.check.last_error.clone(),
+            },
         }
     }
 }

@@ -264,9 +264,12 @@ fn cold_load_then_hits_with_the_models_bits() {
 #[test]
 fn missing_corrupt_truncated_and_unreadable_slices_are_refused_and_retried() {
     let (store, shard, cfg, a) = (Store::default(), Shard::new(), settings(2), model(2, 2));
-    assert_eq!(
-        code(block_on(shard.ensure(&cfg, &store))),
-        "manifest_missing"
+    let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
+    assert_eq!((e.code, e.retry_after), ("manifest_missing", None));
+    assert!(
+        e.detail.contains("\"model/manifest.json\""),
+        "names the key it looked for: {}",
+        e.detail
     );
     store.upload(&a);
     // The failure is remembered until LOAD_RETRY_MS passes.
@@ -274,7 +277,14 @@ fn missing_corrupt_truncated_and_unreadable_slices_are_refused_and_retried() {
         code(block_on(shard.ensure(&cfg, &store))),
         "manifest_missing"
     );
-    assert_eq!(shard.health(store.now_ms()).state, "failed");
+    let health = shard.health(store.now_ms());
+    assert_eq!(health.state, "failed");
+    assert!(
+        health
+            .last_check_error
+            .is_some_and(|e| e.contains("manifest_missing") && e.contains("model/manifest.json")),
+        "/healthz says why it failed"
+    );
     let key = format!("model/{}", a.manifest.shards[0].key);
     let mut bad = a.slices[0].clone();
     bad[100] ^= 1;
@@ -282,8 +292,9 @@ fn missing_corrupt_truncated_and_unreadable_slices_are_refused_and_retried() {
     store.advance(2000.0);
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
     assert_eq!(
-        (e.code, e.detail.contains("checksum")),
-        ("slice_corrupt", true)
+        (e.code, e.detail.contains("checksum"), e.retry_after),
+        ("slice_corrupt", true, None),
+        "the same bytes fail the same way: not worth a retry"
     );
     assert!(
         e.internal.unwrap().contains(&key),
@@ -296,7 +307,12 @@ fn missing_corrupt_truncated_and_unreadable_slices_are_refused_and_retried() {
     store.put(&key, a.slices[0].clone());
     store.fault(|f| f.truncate_at = Some(5 * CHUNK));
     store.advance(2000.0);
-    assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "slice_corrupt");
+    let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
+    assert_eq!(
+        (e.code, e.retry_after.is_some()),
+        ("storage_unavailable", true),
+        "a stream cut short is worth a retry"
+    );
     store.fault(|f| {
         *f = Faults {
             get_fails: true,
@@ -458,7 +474,7 @@ fn a_slice_over_the_budget_is_refused_before_it_is_read() {
     };
     store.upload(&a);
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
-    assert_eq!(e.code, "over_budget");
+    assert_eq!((e.code, e.retry_after), ("over_budget", None));
     let cfg = Settings {
         shard_count: 3,
         ..settings(2)

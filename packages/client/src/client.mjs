@@ -3,10 +3,12 @@
 // A shard answers POST /cobordism-lm-head with its slice's logits or, per hidden vector, a small
 // section (docs/API.md): its top-K, its Gumbel-max winner, or the logits of asked tokens, each
 // with its log-sum-exp. This client fans the request out to every shard in parallel, retries
-// what can be retried (network errors, timeouts, 429 and 5xx, after the shard's Retry-After),
-// checks that the answers tile the vocabulary (shard i at index i, rows contiguous from 0) and
-// come from one manifest version, and merges them with the Rust code of
-// cobordism_protocol::sampling compiled to wasm (../dist), so its results are the Rust CLI's bits.
+// only what can succeed on retry (network errors, timeouts, the shard's 503s that carry
+// Retry-After, the platform's own 429/5xx: cobordism_protocol::worth_retrying), checks that the
+// answers tile the whole vocabulary (as many as the shards' X-Shard-Count, shard i at index i,
+// rows contiguous from 0 to X-Vocab: cobordism_protocol::check_tiling) and come from one manifest
+// version, and merges them with the Rust code of cobordism_protocol::sampling compiled to wasm
+// (../dist), so its results are the Rust CLI's bits. Options are checked before anything is sent.
 import * as math from "../dist/client_js.js";
 
 const ROUTE = "/cobordism-lm-head";
@@ -14,12 +16,17 @@ const MAX_BATCH = 8;
 const MAX_TOP_K = 1024;
 const FIRST_TOP_K = 64;
 
-/** A failure of one shard, or of the answers taken together. */
+/**
+ * A failure of one shard, or of the answers taken together. `status` and `code` are the shard's
+ * HTTP status and JSON error code when it answered; `retryable` says whether the same call may
+ * succeed later (it was retried already: the shard was loading, busy or unreachable), and is
+ * false for what only a fix can change (a wrong request, token, endpoint list or deployment).
+ */
 export class ShardError extends Error {
-  constructor(message, { shard, url, status, code } = {}) {
+  constructor(message, { shard, url, status, code, retryable = false } = {}) {
     super(message);
     this.name = "ShardError";
-    Object.assign(this, { shard, url, status, code });
+    Object.assign(this, { shard, url, status, code, retryable });
   }
 }
 
@@ -70,9 +77,26 @@ function concat(parts) {
 const sampled = ([token, logit, logprob]) => ({ token, logit, logprob });
 
 function u64(seed) {
-  const s = BigInt(seed);
-  if (s < 0n || s >= 1n << 64n) throw new RangeError(`seed must be an integer from 0 to 2^64 - 1, not ${seed}`);
+  let s;
+  try {
+    s = BigInt(seed);
+  } catch {}
+  if (s === undefined || s < 0n || s >= 1n << 64n) throw new RangeError(`seed must be an integer from 0 to 2^64 - 1, not ${seed}`);
   return s;
+}
+
+/** Throws a RangeError unless the sampling options are valid (the shards' own rule, in wasm). */
+function checkSampling(temperature, topK = 0, topP = 0, minP = 0) {
+  if (typeof temperature !== "number") throw new RangeError(`temperature must be a number, not ${typeof temperature}`);
+  if (!Number.isInteger(topK) || topK < 0 || topK > 2 ** 32 - 1) throw new RangeError(`topK must be a non-negative integer, not ${topK}`);
+  for (const [name, v] of [["topP", topP], ["minP", minP]]) {
+    if (typeof v !== "number" || Number.isNaN(v)) throw new RangeError(`${name} must be a number, not ${v}`);
+  }
+  try {
+    math.checkSampling(temperature, topK, topP, minP);
+  } catch (e) {
+    throw new RangeError(e.message);
+  }
 }
 
 export class LmHeadClient {
@@ -109,6 +133,7 @@ export class LmHeadClient {
    */
   async sample(hidden, { temperature = 1, topK = 0, topP = 0, minP = 0, seed = 0 } = {}) {
     const b = body(hidden);
+    if (temperature !== 0) checkSampling(temperature, topK, topP, minP);
     let out;
     if (temperature === 0) {
       const tops = await this.topK(hidden, 1);
@@ -178,6 +203,7 @@ export class LmHeadClient {
     if (!Array.isArray(tokens) || tokens.length < 1 || tokens.length > MAX_TOP_K || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32)) {
       throw new RangeError(`tokens must be 1 to ${MAX_TOP_K} token ids`);
     }
+    checkSampling(temperature);
     const b = body(hidden);
     const answers = await this.#ask(`tokens=${tokens.join(",")}&temperature=${temperature}`, b);
     const out = this.#perVector(answers, b.n, (bytes) => {
@@ -234,20 +260,46 @@ export class LmHeadClient {
     }
   }
 
+  /** Refuses answers that do not make up the whole vocabulary of one manifest version. */
   #check(answers, n) {
-    let next = 0;
     const first = answers[0].version;
     for (const a of answers) {
       const where = { shard: a.shard, url: a.url };
-      if (a.index !== a.shard) throw new ShardError(`shard ${a.shard} (${a.url}) says it is shard ${a.index}`, where);
-      if (a.rowStart !== next) throw new ShardError(`shard ${a.shard} (${a.url}) serves rows from ${a.rowStart}, expected ${next}`, where);
       if (a.batch !== n) throw new ShardError(`shard ${a.shard} (${a.url}) answered ${a.batch} vectors, asked ${n}`, where);
       if (this.manifestVersion && a.version !== this.manifestVersion) {
         throw new ShardError(`shard ${a.shard} (${a.url}) serves manifest version ${a.version}, expected ${this.manifestVersion}`, where);
       }
       if (a.version !== first) throw new ShardError(`shard ${a.shard} (${a.url}) serves manifest version ${a.version}, shard 0 serves ${first}`, where);
-      next += a.rows;
     }
+    const column = (key) => Uint32Array.from(answers, (a) => a[key]);
+    try {
+      math.checkTiling(column("index"), column("shardCount"), column("rowStart"), column("rows"), column("vocab"));
+    } catch (e) {
+      throw new ShardError(`the shards' answers do not make up the vocabulary: ${e.message}`);
+    }
+  }
+
+  /** A successful answer: its headers (each a required number, else the shard is refused) and body. */
+  async #answer(i, url, r) {
+    const number = (name) => {
+      const v = r.headers.get(name);
+      if (v === null || !/^\d+$/.test(v.trim())) {
+        throw new ShardError(`shard ${i} (${url}): header ${name} is ${v === null ? "missing" : JSON.stringify(v)} (a shard older than this client? deploy the shards again)`, { shard: i, url });
+      }
+      return Number(v);
+    };
+    return {
+      shard: i,
+      url,
+      index: number("x-shard-index"),
+      shardCount: number("x-shard-count"),
+      vocab: number("x-vocab"),
+      rowStart: number("x-row-start"),
+      rows: number("x-row-count"),
+      batch: number("x-batch"),
+      version: r.headers.get("x-manifest-version"),
+      body: new Uint8Array(await r.arrayBuffer()),
+    };
   }
 
   async #askShard(i, query, b) {
@@ -260,31 +312,22 @@ export class LmHeadClient {
       let wait = 200 * 2 ** attempt;
       try {
         const r = await shard.fetch(url, { method: "POST", body: b.bytes, headers, signal: AbortSignal.timeout(this.timeoutMs) });
-        if (r.ok) {
-          const h = (name) => r.headers.get(name);
-          return {
-            shard: i,
-            url,
-            index: Number(h("x-shard-index")),
-            rowStart: Number(h("x-row-start")),
-            rows: Number(h("x-row-count")),
-            batch: Number(h("x-batch")),
-            version: h("x-manifest-version"),
-            body: new Uint8Array(await r.arrayBuffer()),
-          };
-        }
+        if (r.ok) return await this.#answer(i, url, r);
         const text = await r.text();
-        let code;
+        let code, detail;
         try {
-          code = JSON.parse(text).error;
+          ({ error: code, detail } = JSON.parse(text));
         } catch {}
-        failure = new ShardError(`shard ${i} (${url}): HTTP ${r.status}${code ? ` ${code}` : ""}: ${text.slice(0, 300)}`, { shard: i, url, status: r.status, code });
-        if (r.status !== 429 && r.status < 500) throw failure;
+        const retryable = math.worthRetrying(r.status, typeof code === "string", r.headers.has("retry-after"));
+        const hint = r.status === 401 ? " (give the client the shards' bearer token: new LmHeadClient({ token }))" : "";
+        const said = typeof code === "string" ? `${code}: ${detail}` : text.slice(0, 300);
+        failure = new ShardError(`shard ${i} (${url}): HTTP ${r.status} ${said}${hint}`, { shard: i, url, status: r.status, code, retryable });
+        if (!retryable) throw failure;
         const after = Number(r.headers.get("retry-after"));
         if (Number.isFinite(after) && after >= 0 && r.headers.has("retry-after")) wait = Math.min(after * 1000, 30_000);
       } catch (e) {
-        if (e instanceof ShardError && e.status && e.status !== 429 && e.status < 500) throw e;
-        failure ??= new ShardError(`shard ${i} (${url}): ${e.name === "TimeoutError" ? `no answer in ${this.timeoutMs} ms` : e.message}`, { shard: i, url });
+        if (e instanceof ShardError && !e.retryable) throw e;
+        failure ??= new ShardError(`shard ${i} (${url}): ${e.name === "TimeoutError" ? `no answer in ${this.timeoutMs} ms` : e.message}`, { shard: i, url, retryable: true });
       }
       if (attempt >= this.retries) {
         failure.message += ` (after ${attempt + 1} attempts)`;

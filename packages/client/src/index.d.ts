@@ -44,12 +44,18 @@ export interface ClientOptions {
   fetch?: (input: string, init?: RequestInit) => Promise<Response>;
 }
 
-/** A failure naming the shard and its URL (and the HTTP status and error code, when there was an answer). */
+/**
+ * A failure naming the shard and its URL (and the HTTP status and error code, when there was an
+ * answer). `retryable`: the same call may succeed later (the shard was loading, busy or
+ * unreachable through every retry); false when only a fix helps (a 4xx: the request, the token;
+ * a shard whose deployment is wrong; answers that do not make up the vocabulary).
+ */
 export class ShardError extends Error {
   shard?: number;
   url?: string;
   status?: number;
   code?: string;
+  retryable: boolean;
 }
 
 export class LmHeadClient {

@@ -1,6 +1,7 @@
 // The example inference Worker (examples/inference-worker), bundled by wrangler as for a deploy
 // and run in workerd (Miniflare), turns hidden vectors into sampled tokens by calling eight local
-// shards through @cobordism/client over fetch: the tokens equal the CLI's local samples.
+// shards through @cobordism/client over fetch: the tokens equal the CLI's local samples; it
+// answers a caller's mistakes with its own 400 and refuses to sample from 7 of 8 shards.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -38,7 +39,8 @@ before(async () => {
     compatibilityDate: "2026-04-01",
     bindings: { SHARD_URLS: urls.join(","), SHARD_TOKEN: TOKEN },
   });
-  mf = new Miniflare({ workers: [worker("inference", urls), worker("mixed", mixed)] });
+  const partial = shards.endpoints.slice(0, 7);
+  mf = new Miniflare({ workers: [worker("inference", urls), worker("mixed", mixed), worker("partial", partial)] });
   await mf.ready;
 });
 
@@ -79,4 +81,30 @@ test("in workerd, a shard serving another manifest version is refused, naming th
   const got = await r.json();
   assert.equal(r.status, 502);
   assert.match(got.detail, /shard 3 .* manifest version/);
+});
+
+test("in workerd, the example answers a caller's mistakes with its own 400, before or from the shards", async () => {
+  const inference = await mf.getWorker("inference");
+  for (const [query, body, why] of [
+    ["temperature=abc&seed=1", hiddenBytes(256, 41), /temperature must be a number/],
+    ["temperature=1&seed=1.5", hiddenBytes(256, 41), /seed must be an integer/],
+    ["temperature=0.001&seed=1", hiddenBytes(256, 41), /temperature must be a number from 0.01/],
+    ["temperature=1&top_k=2.5&seed=1", hiddenBytes(256, 41), /topK must be a non-negative integer/],
+    ["temperature=1&seed=1", hiddenBytes(255, 41), /bad_length/], // refused by the shards: 400, not 502
+  ]) {
+    const r = await inference.fetch(`http://localhost/next-token?${query}`, { method: "POST", body });
+    const got = await r.json();
+    assert.equal(r.status, 400, `${query}: ${JSON.stringify(got)}`);
+    assert.match(got.detail, why, query);
+  }
+});
+
+test("in workerd, seven of eight shards give no token: the example fails naming the missing rows", async () => {
+  const partial = await mf.getWorker("partial");
+  const r = await partial.fetch("http://localhost/next-token?temperature=1&seed=1", { method: "POST", body: hiddenBytes(256, 42) });
+  const got = await r.json();
+  assert.equal(r.status, 502, JSON.stringify(got));
+  assert.equal(got.retryable, false);
+  const last = model.manifest.shards[7];
+  assert.match(got.detail, new RegExp(`rows ${last.row_start}\\.\\.${model.manifest.vocab} of ${model.manifest.vocab} are missing`));
 });

@@ -140,11 +140,13 @@ fn local_replies(manifest: &Manifest, all: &[f32], form: &Form) -> Result<Vec<Re
         .iter()
         .map(|s| {
             let rows = &all[s.row_start..s.row_start + s.row_count];
+            // The shard's own encoding also refuses what the shard refuses (a logit or a
+            // log-sum-exp that is not finite), with the same words.
+            let bytes = form.encode(rows, s.row_count, s.row_start as u32)?;
             if *form == Form::Logits {
                 return Ok(Reply::Logits(rows.to_vec()));
             }
-            let mut sections =
-                TopK::decode_all(&form.encode(rows, s.row_count, s.row_start as u32))?;
+            let mut sections = TopK::decode_all(&bytes)?;
             Ok(Reply::Section(sections.remove(0)))
         })
         .collect()

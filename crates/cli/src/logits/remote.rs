@@ -2,20 +2,26 @@
 //! of every shard at once, in one reply form (all logits, top-K, the sample winner, token
 //! scores), and each answer is checked against the manifest before it is used.
 //!
-//! Checked: status 200, `X-Shard-Index`, `X-Row-Start` and `X-Row-Count` against the manifest,
-//! `X-Manifest-Version` (when the server sends it) against the manifest's version, and the body:
-//! exactly `4 · row_count` bytes of logits, or one well-formed section whose token ids lie in
-//! the shard's rows.
+//! Checked: one endpoint per shard of the manifest (else the rows that would be missing are
+//! named before anything is sent), status 200, `X-Shard-Index`, `X-Shard-Count`, `X-Vocab`,
+//! `X-Row-Start` and `X-Row-Count` against the manifest, `X-Manifest-Version` (when the server
+//! sends it) against the manifest's version, and the body: exactly `4 · row_count` bytes of
+//! logits, or one well-formed section whose token ids lie in the shard's rows.
 //!
-//! Connection failures, timeouts, 429 and 5xx answers are retried (503 and 429 after the
-//! server's `Retry-After`, others after a short backoff) up to `--retries` times; a wrong answer
-//! (other 4xx, wrong shard headers, wrong body length) fails at once.
+//! Only what can succeed on retry is retried (`cobordism_protocol::worth_retrying`): connection
+//! failures, timeouts, the shard's errors that carry `Retry-After` (after it), and 429/5xx that
+//! are not the shard's JSON errors (after a short backoff), up to `--retries` times. Everything
+//! else fails at once with the shard's `detail`: every 4xx, the 503s its operator must fix
+//! (`auth_not_configured`, `misconfigured`, `manifest_missing`, …), a wrong answer.
 
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
-use cobordism_protocol::{encode_f32, Form, Manifest, Precision, ShardEntry, TopK, MAX_TOP_K};
+use cobordism_protocol::{
+    encode_f32, worth_retrying, Form, Manifest, Precision, ShardEntry, TopK, MAX_TOP_K,
+};
+use serde::Deserialize;
 use ureq::http::Response;
 use ureq::{Agent, Body};
 
@@ -77,13 +83,7 @@ pub fn fetch(
     opts: &Options,
     form: &Form,
 ) -> Result<(Vec<Reply>, Vec<ShardTiming>)> {
-    if endpoints.len() != manifest.shard_count {
-        bail!(
-            "{} endpoints given for {} shards; shard i is served by endpoint i, so give one per shard",
-            endpoints.len(),
-            manifest.shard_count
-        );
-    }
+    check_endpoint_count(manifest, endpoints.len())?;
     let agent: Agent = Agent::config_builder()
         .timeout_global(Some(opts.timeout))
         .http_status_as_error(false)
@@ -113,9 +113,7 @@ pub fn fetch(
                 scope.spawn(move || {
                     group
                         .iter()
-                        .map(|(s, url)| {
-                            fetch_shard(agent, url, s, body, &manifest.version, opts, form)
-                        })
+                        .map(|(s, url)| fetch_shard(agent, url, s, body, manifest, opts, form))
                         .collect::<Vec<_>>()
                 })
             })
@@ -148,6 +146,32 @@ pub fn fetch(
         );
     }
     Ok((replies, timings))
+}
+
+/// One endpoint per shard, else an error naming the rows that no endpoint would answer for.
+fn check_endpoint_count(manifest: &Manifest, given: usize) -> Result<()> {
+    let count = manifest.shard_count;
+    if given == count {
+        return Ok(());
+    }
+    let what = match manifest.shards.get(given..) {
+        Some(unserved) if !unserved.is_empty() => {
+            let start = unserved[0].row_start;
+            let shards = match unserved.len() {
+                1 => format!("shard {given}"),
+                _ => format!("shards {given}…{}", count - 1),
+            };
+            format!(
+                ": {shards} would have no endpoint, and rows {start}..{} of {} no answer",
+                manifest.vocab, manifest.vocab
+            )
+        }
+        _ => String::new(),
+    };
+    bail!(
+        "{given} endpoints given for the manifest's {count} shards{what}; give one per shard, \
+         shard i at position i"
+    )
 }
 
 /// The full logits from [`Form::Logits`] replies in shard order.
@@ -185,7 +209,7 @@ fn fetch_shard(
     url: &str,
     shard: &ShardEntry,
     body: &[u8],
-    version: &str,
+    manifest: &Manifest,
     opts: &Options,
     form: &Form,
 ) -> Result<(Reply, ShardTiming), String> {
@@ -193,7 +217,7 @@ fn fetch_shard(
     loop {
         attempt += 1;
         let start = Instant::now();
-        let failure = match attempt_once(agent, url, shard, body, version, opts, form) {
+        let failure = match attempt_once(agent, url, shard, body, manifest, opts, form) {
             Ok((reply, compute_ms, cache)) => {
                 let timing = ShardTiming {
                     index: shard.index,
@@ -229,10 +253,11 @@ fn attempt_once(
     url: &str,
     shard: &ShardEntry,
     body: &[u8],
-    version: &str,
+    manifest: &Manifest,
     opts: &Options,
     form: &Form,
 ) -> Result<Answer, Failure> {
+    let (shard_count, vocab, version) = (manifest.shard_count, manifest.vocab, &manifest.version);
     let mut req = agent
         .post(url)
         .header("Content-Type", "application/octet-stream");
@@ -242,20 +267,12 @@ fn attempt_once(
     let mut resp = req.send(body).map_err(transport)?;
     let status = resp.status().as_u16();
     if status != 200 {
-        let text = resp
-            .body_mut()
-            .with_config()
-            .limit(4096)
-            .read_to_string()
-            .unwrap_or_default();
-        let msg = format!("HTTP {status}: {}", text.trim());
-        return Err(match status {
-            429 | 500..=599 => Failure::Retry(msg, retry_after(&resp)),
-            _ => Failure::Fatal(msg),
-        });
+        return Err(refused(&mut resp, status));
     }
     for (name, expected) in [
         ("X-Shard-Index", shard.index),
+        ("X-Shard-Count", shard_count),
+        ("X-Vocab", vocab),
         ("X-Row-Start", shard.row_start),
         ("X-Row-Count", shard.row_count),
     ] {
@@ -335,6 +352,38 @@ fn decode(form: &Form, shard: &ShardEntry, bytes: &[u8]) -> Result<Reply, String
         ));
     }
     Ok(Reply::Section(section))
+}
+
+/// A shard's JSON error.
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: String,
+    detail: String,
+}
+
+/// The failure for a non-200 answer: the shard's code and detail when it sent them, retried
+/// only when [`worth_retrying`] says so; a 401 says how to give the token.
+fn refused(resp: &mut Response<Body>, status: u16) -> Failure {
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(4096)
+        .read_to_string()
+        .unwrap_or_default();
+    let shard_error = serde_json::from_str::<ErrorBody>(&text).ok();
+    let wait = retry_after(resp);
+    let mut msg = match &shard_error {
+        Some(e) => format!("HTTP {status} {}: {}", e.error, e.detail),
+        None => format!("HTTP {status}: {}", text.trim()),
+    };
+    if status == 401 {
+        msg.push_str(" (pass the shards' token with --token or COBORDISM_TOKEN)");
+    }
+    if worth_retrying(status, shard_error.is_some(), wait.is_some()) {
+        Failure::Retry(msg, wait)
+    } else {
+        Failure::Fatal(msg)
+    }
 }
 
 fn transport(e: ureq::Error) -> Failure {
