@@ -43,6 +43,8 @@ for (const [name, model] of [["q6_k", () => q6], ["q4_k with softcap", () => q4]
         assert.equal(cold.headers.get("x-shard-index"), `${i}`);
         assert.equal(cold.headers.get("x-row-start"), `${m.manifest.shards[i].row_start}`);
         assert.equal(cold.headers.get("x-row-count"), `${m.manifest.shards[i].row_count}`);
+        assert.equal(cold.headers.get("x-shard-count"), `${m.manifest.shard_count}`);
+        assert.equal(cold.headers.get("x-vocab"), `${m.manifest.vocab}`);
         assert.match(cold.headers.get("server-timing"), /^load;dur=\d+(, compute;dur=\d+)?$/);
         assert.deepEqual(cold.body, shardPart(expected, m.manifest, i));
         const warm = await post(endpoint, h);
@@ -140,8 +142,12 @@ test("every error has its status and a JSON body", async () => {
     // Not loaded yet: the manifest is missing.
     let r = await post(e, hiddenBytes(512, 1));
     assert.equal(r.status, 503);
-    assert.ok(Number(r.headers.get("retry-after")) > 0);
+    assert.equal(r.headers.get("retry-after"), null, "only its operator can fix it: no retry");
     assert.equal(json(r).error, "manifest_missing");
+    assert.match(json(r).detail, /"model\/manifest\.json"/, "names the key it looked for");
+    const failed = await health(e);
+    assert.equal(failed.state, "failed");
+    assert.match(failed.last_check_error, /manifest_missing.*model\/manifest\.json/);
     await seed(await local.bucket(), q6);
     r = await post(e, hiddenBytes(512, 1).subarray(0, 100));
     assert.deepEqual([r.status, json(r).error], [400, "bad_length"]);
@@ -156,12 +162,12 @@ test("every error has its status and a JSON body", async () => {
     assert.deepEqual([r.status, json(r).error], [413, "payload_too_large"]);
     r = await post(e, new Uint8Array(3 << 20));
     assert.equal(r.status, 413);
-    // Details are for the caller: no R2 keys, no parser positions. (Shard 1 has loaded nothing:
-    // a resident shard would keep serving its slice through a broken manifest.)
+    // Details are for the caller: the key to fix, no parser positions. (Shard 1 has loaded
+    // nothing: a resident shard would keep serving its slice through a broken manifest.)
     await (await local.bucket()).put("model/manifest.json", "{\"format\": 1,");
     r = await post(local.endpoints[1], hiddenBytes(512, 1));
-    assert.deepEqual([r.status, json(r).error], [503, "manifest_invalid"]);
-    assert.doesNotMatch(json(r).detail, /line|column|model\//);
+    assert.deepEqual([r.status, json(r).error, r.headers.get("retry-after")], [503, "manifest_invalid", null]);
+    assert.doesNotMatch(json(r).detail, /line|column/);
     const get = await fetch(`${e}/cobordism-lm-head`);
     assert.equal(get.status, 405);
     assert.equal(get.headers.get("allow"), "POST");
@@ -194,7 +200,7 @@ test("closed by default: without AUTH_TOKEN a shard serves nobody unless ALLOW_A
   await withShards({ authToken: undefined }, async (local) => {
     await seed(await local.bucket(), q6);
     const r = await post(local.endpoints[0], hiddenBytes(512, 2), { token: null });
-    assert.deepEqual([r.status, json(r).error], [503, "auth_not_configured"]);
+    assert.deepEqual([r.status, json(r).error, r.headers.get("retry-after")], [503, "auth_not_configured", null]);
     assert.match(json(r).detail, /AUTH_TOKEN/);
     assert.deepEqual(await health(local.endpoints[0], { token: null }), { state: "empty" });
   });

@@ -59,7 +59,7 @@ pub struct SampleArgs {
     pub source: Source,
     #[command(flatten)]
     pub input: Input,
-    /// Temperature; 0 is greedy decoding.
+    /// Temperature, from 0.01 to 1000; 0 is greedy decoding.
     #[arg(long, value_name = "T", default_value_t = 1.0)]
     pub temperature: f32,
     /// The sampling noise's seed (one per decoding step).
@@ -207,7 +207,7 @@ pub struct LogprobsArgs {
     /// Token ids, comma-separated (at most 1024).
     #[arg(long, value_name = "IDS", value_delimiter = ',', required = true)]
     pub tokens: Vec<u32>,
-    /// Temperature of the distribution.
+    /// Temperature of the distribution, from 0.01 to 1000.
     #[arg(long, value_name = "T", default_value_t = 1.0)]
     pub temperature: f32,
 }

@@ -24,6 +24,10 @@ enum Mode {
     StaleVersion,
     /// 503 with `Retry-After: 0` for the first request, then correct answers.
     BusyOnce,
+    /// 503 `auth_not_configured` without `Retry-After`, as a shard without a token answers.
+    NoToken,
+    /// Answers without `X-Shard-Count` (a shard older than the CLI).
+    NoShardCount,
 }
 
 /// A one-shard manifest (tiny shape, soft cap 30) sliced in `dir/s`.
@@ -90,6 +94,11 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
         let msg = r#"{"error":"busy","detail":"loading the slice"}"#;
         return error(stream, "503 Service Unavailable\r\nRetry-After: 0", msg);
     }
+    if matches!(mode, Mode::NoToken) {
+        let msg =
+            r#"{"error":"auth_not_configured","detail":"this shard has no AUTH_TOKEN secret"}"#;
+        return error(stream, "503 Service Unavailable", msg);
+    }
     if auth.is_some_and(|a| a != format!("Bearer {TOKEN}")) {
         let msg = r#"{"error":"unauthorized","detail":"a valid Authorization: Bearer token is required"}"#;
         return error(stream, "401 Unauthorized", msg);
@@ -102,7 +111,9 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
         .mat_vec(&x, &mut logits)
         .unwrap();
     softcap(&mut logits, m.softcap);
-    let out = form.encode(&logits, s.row_count, s.row_start as u32);
+    let out = form
+        .encode(&logits, s.row_count, s.row_start as u32)
+        .unwrap();
     let row_start = match mode {
         Mode::WrongRowStart => s.row_start + 1,
         _ => s.row_start,
@@ -111,9 +122,14 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
         Mode::StaleVersion => "0123456789abcdef",
         _ => &m.version,
     };
+    let shard_count = match mode {
+        Mode::NoShardCount => String::new(),
+        _ => format!("X-Shard-Count: {}\r\n", m.shard_count),
+    };
     write!(
         stream,
-        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nX-Shard-Index: 0\r\nX-Row-Start: {row_start}\r\nX-Row-Count: {}\r\nServer-Timing: load;dur=0, compute;dur=1.5\r\nX-Cache: hit\r\nX-Manifest-Version: {version}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nX-Shard-Index: 0\r\n{shard_count}X-Vocab: {}\r\nX-Row-Start: {row_start}\r\nX-Row-Count: {}\r\nServer-Timing: load;dur=0, compute;dur=1.5\r\nX-Cache: hit\r\nX-Manifest-Version: {version}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        m.vocab,
         s.row_count,
         out.len()
     )
@@ -179,7 +195,96 @@ fn verify_passes_against_a_correct_shard() {
     fails(
         logits(dir.path(), &url, &["--token", "wrong"]),
         1,
-        &["shard 0", "HTTP 401", "unauthorized"],
+        &[
+            "shard 0",
+            "HTTP 401",
+            "unauthorized",
+            "--token or COBORDISM_TOKEN",
+        ],
+    );
+}
+
+#[test]
+fn a_shard_without_a_token_fails_at_once_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = one_shard(dir.path());
+    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
+    let url = serve(m, weights, Mode::NoToken);
+    let start = Instant::now();
+    let out = fails(
+        logits(dir.path(), &url, &[]),
+        1,
+        &[
+            "shard 0",
+            "HTTP 503 auth_not_configured",
+            "no AUTH_TOKEN secret",
+        ],
+    );
+    assert!(!out.contains("attempts"), "one attempt: {out}");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn an_answer_that_does_not_say_its_shard_count_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = one_shard(dir.path());
+    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
+    let url = serve(m, weights, Mode::NoShardCount);
+    fails(
+        logits(dir.path(), &url, &[]),
+        1,
+        &["shard 0", "X-Shard-Count is missing"],
+    );
+}
+
+#[test]
+fn too_few_endpoints_name_the_rows_they_would_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = synth(dir.path(), "tiny.gguf", &[]);
+    for shards in ["8", "12"] {
+        let out = format!("s{shards}");
+        let args = [
+            "slice",
+            "--gguf",
+            gguf.to_str().unwrap(),
+            "--shards",
+            shards,
+            "--out",
+            &out,
+        ];
+        ok(run_in(dir.path(), &args));
+    }
+    let m8 = Manifest::parse(&fs::read(dir.path().join("s8/manifest.json")).unwrap()).unwrap();
+    let m12 = Manifest::parse(&fs::read(dir.path().join("s12/manifest.json")).unwrap()).unwrap();
+    // Nothing listens: the check comes before any request.
+    let endpoint = ["--endpoint", "http://127.0.0.1:9"];
+    let ask = |manifest: &str, n: usize| {
+        let mut args = vec!["logits", "--manifest", manifest, "--seed", "1"];
+        for _ in 0..n {
+            args.extend(endpoint);
+        }
+        run_in(dir.path(), &args)
+    };
+    let (v, last8, first_unserved12) = (m8.vocab, m8.shards[7].row_start, m12.shards[8].row_start);
+    fails(
+        ask("s8/manifest.json", 7),
+        1,
+        &[
+            "7 endpoints given for the manifest's 8 shards",
+            &format!("shard 7 would have no endpoint, and rows {last8}..{v} of {v} no answer"),
+        ],
+    );
+    fails(
+        ask("s12/manifest.json", 8),
+        1,
+        &[
+            "8 endpoints given for the manifest's 12 shards",
+            &format!("shards 8…11 would have no endpoint, and rows {first_unserved12}..{v}"),
+        ],
     );
 }
 
@@ -253,6 +358,35 @@ fn a_down_endpoint_is_named_within_the_timeout() {
     fails(
         logits(dir.path(), &url, &["--endpoint", &url]),
         1,
-        &["2 endpoints given for 1 shards"],
+        &["2 endpoints given for the manifest's 1 shards"],
+    );
+}
+
+#[test]
+fn the_local_path_refuses_what_the_shard_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = one_shard(dir.path());
+    // Finite values whose products overflow f32: the shard answers 400 non_finite.
+    let huge: Vec<u8> = (0..m.hidden).flat_map(|_| f32::MAX.to_le_bytes()).collect();
+    fs::write(dir.path().join("huge.f32"), huge).unwrap();
+    let local = [
+        "--manifest",
+        "s/manifest.json",
+        "--local",
+        "--hidden",
+        "huge.f32",
+    ];
+    fails(
+        run_in(dir.path(), &[&["logits"][..], &local].concat()),
+        1,
+        &["non_finite", "overflow f32"],
+    );
+    fails(
+        run_in(
+            dir.path(),
+            &[&["sample", "--temperature", "0.001"][..], &local].concat(),
+        ),
+        1,
+        &["temperature must be a number from 0.01 to 1000"],
     );
 }
