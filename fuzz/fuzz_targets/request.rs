@@ -1,8 +1,11 @@
 //! What the shard decodes from a request: the body (for any hidden size), the query (reply form),
-//! the `Authorization` header; and the client's decoding of section answers.
+//! the `Authorization` header; and the client's decoding of section answers and its check that
+//! the answers tile the vocabulary.
 #![no_main]
 
-use cobordism_protocol::{bearer_matches, decode_hidden, parse_top_k, Form, TopK};
+use cobordism_protocol::{
+    bearer_matches, check_tiling, decode_hidden, parse_top_k, Form, Tile, TopK,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -24,7 +27,39 @@ fuzz_target!(|data: &[u8]| {
         let again = Form::parse(query.split('&').filter_map(|p| p.split_once('=')));
         assert_eq!(again.as_ref(), Ok(&form), "{query}");
     }
-    assert!(!bearer_matches(Some(&text), "a-token-never-generated-by-the-fuzzer\u{1}"));
+    assert!(!bearer_matches(
+        Some(&text),
+        "a-token-never-generated-by-the-fuzzer\u{1}"
+    ));
+    let tiles: Vec<Tile> = body
+        .chunks_exact(20)
+        .map(|c| {
+            let word = |i: usize| u32::from_le_bytes([c[i], c[i + 1], c[i + 2], c[i + 3]]);
+            Tile {
+                index: word(0),
+                shard_count: word(4),
+                row_start: word(8),
+                row_count: word(12),
+                vocab: word(16),
+            }
+        })
+        .collect();
+    match check_tiling(&tiles) {
+        Ok(()) => {
+            // Accepted: shard i at position i, contiguous rows ending at the vocabulary.
+            let mut next = 0u64;
+            for (i, t) in tiles.iter().enumerate() {
+                assert_eq!(t.index as usize, i);
+                assert_eq!(u64::from(t.row_start), next);
+                next += u64::from(t.row_count);
+            }
+            assert_eq!(next, u64::from(tiles[0].vocab));
+        }
+        Err(e) => assert!(e
+            .missing
+            .iter()
+            .all(|r| r.end <= u64::from(tiles.first().map_or(0, |t| t.vocab)))),
+    }
     if let Ok(sections) = TopK::decode_all(body) {
         let mut again = Vec::new();
         for s in &sections {

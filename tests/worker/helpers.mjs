@@ -43,9 +43,20 @@ export function makeModel({ type = "q6_k", hidden = 512, vocab = 4096, shards = 
 /** Puts a model's slices, then its manifest, under `prefix` in a Miniflare R2 bucket. */
 export async function seed(bucket, model, prefix = "model", { manifest = model.manifest } = {}) {
   for (const s of model.manifest.shards) {
-    await bucket.put(`${prefix}/${s.key}`, new Uint8Array(readFileSync(join(model.slices, s.key))));
+    await put(bucket, `${prefix}/${s.key}`, new Uint8Array(readFileSync(join(model.slices, s.key))));
   }
-  await bucket.put(`${prefix}/manifest.json`, JSON.stringify(manifest));
+  await put(bucket, `${prefix}/manifest.json`, JSON.stringify(manifest));
+}
+
+/** `bucket.put`, once more if Miniflare's proxy loses the upload ("fetch failed" inside its
+ * worker thread: seen ~1 run in 3 for a 190 MiB object right after a shard's failed reservation). */
+async function put(bucket, key, value) {
+  try {
+    await bucket.put(key, value);
+  } catch (e) {
+    if (!(e instanceof TypeError && e.message === "fetch failed")) throw e;
+    await bucket.put(key, value);
+  }
 }
 
 /** A seeded hidden state as little-endian f32 bytes (values in [-2, 2)). */

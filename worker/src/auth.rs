@@ -4,7 +4,8 @@
 //! * `AUTH_TOKEN` secret set: `Authorization: Bearer <token>` is required (the scheme in any
 //!   case), else `401 unauthorized`.
 //! * No token and `ALLOW_ANONYMOUS = "1"`: anyone may call (the operator chose it visibly).
-//! * No token and no `ALLOW_ANONYMOUS`: `503 auth_not_configured` for everyone.
+//! * No token and no `ALLOW_ANONYMOUS`: `503 auth_not_configured` for everyone (no
+//!   `Retry-After`: only the operator can change it).
 //!
 //! Whoever is refused still gets `GET /healthz` with `{"state": …}` and nothing else.
 
@@ -28,11 +29,10 @@ pub fn authorize(env: &Env, req: &Request) -> Result<(), ApiError> {
             "a valid Authorization: Bearer token is required",
         )
         .with_header("WWW-Authenticate", "Bearer")),
-        Access::NotConfigured => Err(ShardError::unavailable(
+        Access::NotConfigured => Err(ShardError::deployment(
             "auth_not_configured",
             "this shard has no AUTH_TOKEN secret and serves nobody until its operator sets one \
              (or sets ALLOW_ANONYMOUS = \"1\")",
-            60,
         )
         .into()),
     }

@@ -1,8 +1,9 @@
 // @cobordism/client in Node against eight local shards (workerd through Miniflare, local R2):
 // its samples, top-K and log-probabilities equal the Rust CLI's (`cobordism … --local`), and it
 // survives a slow shard and a shard that answers 503 before it recovers (HTTP proxies in front of
-// real shards), and refuses answers
-// from another manifest version, from a shard at the wrong index, or with the wrong token.
+// real shards), and refuses answers from another manifest version, from a shard at the wrong
+// index, with the wrong token, or from fewer shards than the vocabulary is cut into (naming the
+// missing rows); bad options fail before a request, a shard without a token at once.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -104,7 +105,7 @@ test("a slow shard and a shard that answers 503 then recovers: the same answer",
     assert.deepEqual(await client({ endpoints }).sample(hidden, { temperature: 1, seed: 21 }), want);
     assert.equal(flaky.refused(), 2);
     const broken = shards.endpoints.map((e, i) => (i === 5 ? down.url : e));
-    await assert.rejects(client({ endpoints: broken, retries: 1 }).sample(hidden), (e) => e instanceof ShardError && e.shard === 5 && e.code === "slice_loading" && /after 2 attempts/.test(e.message));
+    await assert.rejects(client({ endpoints: broken, retries: 1 }).sample(hidden), (e) => e instanceof ShardError && e.shard === 5 && e.code === "slice_loading" && e.retryable && /after 2 attempts/.test(e.message));
   } finally {
     await Promise.all([slow.close(), flaky.close(), down.close()]);
   }
@@ -116,8 +117,57 @@ test("answers from another version, the wrong shard or without the token are ref
   await assert.rejects(client({ manifestVersion: other.manifest.version }).topK(hidden, 3), (e) => e.shard === 0 && /expected/.test(e.message));
   assert.equal((await client({ manifestVersion: model.manifest.version }).topK(hidden, 3)).entries.length, 3);
   const swapped = [shards.endpoints[1], shards.endpoints[0], ...shards.endpoints.slice(2)];
-  await assert.rejects(client({ endpoints: swapped }).topK(hidden, 3), /says it is shard 1/);
-  await assert.rejects(client({ token: "wrong" }).topK(hidden, 3), (e) => e.status === 401 && e.code === "unauthorized" && !/attempts/.test(e.message));
+  await assert.rejects(client({ endpoints: swapped }).topK(hidden, 3), (e) => e instanceof ShardError && !e.retryable && /endpoint 0 is shard 1/.test(e.message));
+  await assert.rejects(client({ token: "wrong" }).topK(hidden, 3), (e) => e.status === 401 && e.code === "unauthorized" && !e.retryable && /token/.test(e.message) && !/attempts/.test(e.message));
+});
+
+test("seven of eight endpoints (or eight of twelve) give no token: an error naming the missing rows", async () => {
+  const vocab = model.manifest.vocab;
+  const seven = client({ endpoints: shards.endpoints.slice(0, 7) });
+  const missing = new RegExp(`rows ${model.manifest.shards[7].row_start}\\.\\.${vocab} of ${vocab} are missing`);
+  for (const [name, call] of [
+    ["sample", () => seven.sample(hidden, { temperature: 1, seed: 1 })],
+    ["sample with top-p", () => seven.sample(hidden, { temperature: 1, topP: 0.9, seed: 1 })],
+    ["greedy", () => seven.sample(hidden, { temperature: 0 })],
+    ["topK", () => seven.topK(hidden, 5)],
+    ["logprobs", () => seven.logprobs(hidden, [0])],
+    ["logits", () => seven.logits(hidden)],
+  ]) {
+    await assert.rejects(call(), (e) => e instanceof ShardError && !e.retryable && missing.test(e.message), name);
+  }
+  const twelve = makeModel({ type: "q6_k", hidden: HIDDEN, vocab: 6000, shards: 12, seed: 83 });
+  const local12 = await startShards({ shards: 12, authToken: TOKEN });
+  try {
+    await seed(await local12.bucket(), twelve);
+    const eight = new LmHeadClient({ endpoints: local12.endpoints.slice(0, 8), token: TOKEN });
+    const rows = new RegExp(`8 endpoints answered for a vocabulary cut into 12 shards.*rows ${twelve.manifest.shards[8].row_start}\\.\\.${vocab} of ${vocab} are missing`);
+    await assert.rejects(eight.sample(hidden, { temperature: 1, seed: 1 }), rows);
+    const all = new LmHeadClient({ endpoints: local12.endpoints, token: TOKEN });
+    assert.equal((await all.logits(hidden)).length, vocab);
+  } finally {
+    await local12.dispose();
+  }
+});
+
+test("options are checked before anything is sent; a shard without a token fails at once", async () => {
+  let calls = 0;
+  const counting = client({ fetch: (...a) => (calls++, fetch(...a)) });
+  for (const o of [{ temperature: NaN }, { temperature: "abc" }, { temperature: 0.001 }, { temperature: 1, topK: 2.5 }, { temperature: 1, topP: 2 }, { temperature: 1, seed: 1.5 }, { temperature: 1, seed: "x" }]) {
+    await assert.rejects(counting.sample(hidden, o), RangeError, JSON.stringify(o));
+  }
+  await assert.rejects(counting.logprobs(hidden, [1], { temperature: 0 }), RangeError);
+  assert.equal(calls, 0);
+  const closed = await startShards({ shards: 8 }); // no AUTH_TOKEN, no ALLOW_ANONYMOUS
+  try {
+    const started = Date.now();
+    await assert.rejects(
+      new LmHeadClient({ endpoints: closed.endpoints }).sample(hidden, { temperature: 1, seed: 1 }),
+      (e) => e instanceof ShardError && e.code === "auth_not_configured" && !e.retryable && /AUTH_TOKEN/.test(e.message),
+    );
+    assert.ok(Date.now() - started < 2000, `${Date.now() - started} ms`);
+  } finally {
+    await closed.dispose();
+  }
 });
 
 test("filters the shards' top-1024 cannot decide fall back to all logits, as the CLI does", async () => {
