@@ -143,10 +143,14 @@ export async function faultyProxy(target, { delayMs = 0, refuse = 0 } = {}) {
     const headers = { ...req.headers };
     delete headers.host;
     delete headers["content-length"];
-    const r = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "POST" ? Buffer.concat(chunks) : undefined });
-    const body = Buffer.from(await r.arrayBuffer());
-    res.writeHead(r.status, Object.fromEntries([...r.headers].filter(([k]) => !["content-length", "transfer-encoding", "connection", "keep-alive"].includes(k))));
-    res.end(body);
+    try {
+      const r = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "POST" ? Buffer.concat(chunks) : undefined });
+      const body = Buffer.from(await r.arrayBuffer());
+      res.writeHead(r.status, Object.fromEntries([...r.headers].filter(([k]) => !["content-length", "transfer-encoding", "connection", "keep-alive"].includes(k))));
+      res.end(body);
+    } catch {
+      res.destroy(); // the shard went away (a test ended while a caller that gave up was still proxied)
+    }
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   return {

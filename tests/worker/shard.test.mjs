@@ -4,8 +4,9 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startShards } from "../../worker/local.mjs";
-import { makeModel, seed, hiddenBytes, localLogits, post, health, json, cli, TOKEN } from "./helpers.mjs";
+import { makeModel, seed, hiddenBytes, localLogits, post, health, json, cli, CLI, TOKEN } from "./helpers.mjs";
 import { join } from "node:path";
+import { spawnSync } from "node:child_process";
 
 const FAST = { MANIFEST_TTL_MS: "0", LOAD_RETRY_MS: "0" };
 let q6, q4;
@@ -209,6 +210,33 @@ test("closed by default: without AUTH_TOKEN a shard serves nobody unless ALLOW_A
     const r = await post(local.endpoints[0], hiddenBytes(512, 2), { token: null });
     assert.equal(r.status, 200);
     assert.equal((await health(local.endpoints[0], { token: null })).slice.row_start, 0);
+  });
+});
+
+test("cobordism logits against shards only their operator can fix fails at once, with the shard's reason", async () => {
+  const manifest = join(q6.slices, "manifest.json");
+  const logits = (endpoints, token) => {
+    const started = Date.now();
+    const args = ["logits", "--manifest", manifest, "--seed", "1", ...endpoints.flatMap((e) => ["--endpoint", e])];
+    if (token) args.push("--token", token);
+    const out = spawnSync(CLI, args, { encoding: "utf8" });
+    return { code: out.status, stderr: out.stderr, ms: Date.now() - started };
+  };
+  await withShards({ authToken: undefined }, async (local) => {
+    await seed(await local.bucket(), q6);
+    const r = logits(local.endpoints);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /HTTP 503 auth_not_configured: this shard has no AUTH_TOKEN secret/);
+    assert.ok(r.ms < 2000, `${r.ms} ms`);
+  });
+  await withShards({ vars: { ...FAST, SHARD_COUNT: "3" } }, async (local) => {
+    await seed(await local.bucket(), q6);
+    const r = logits(local.endpoints, TOKEN);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /HTTP 503 misconfigured/);
+    assert.ok(r.ms < 2000, `${r.ms} ms`);
+    const anonymous = logits(local.endpoints);
+    assert.match(anonymous.stderr, /HTTP 401 unauthorized: .*--token or COBORDISM_TOKEN/);
   });
 });
 

@@ -130,6 +130,20 @@ impl Body {
         Ok(())
     }
 
+    /// Marks the body as received in full: it waits for its pass from now on and is never
+    /// taken over as stalled (a waiting job is always computed or discarded by the next pass,
+    /// which gives its buffer back).
+    pub fn complete(&self) {
+        let mut pool = self.pool.0.borrow_mut();
+        if let Some(slot) = pool
+            .slots
+            .get_mut(self.index)
+            .filter(|s| s.lease == self.lease)
+        {
+            slot.last_progress_ms = f64::INFINITY;
+        }
+    }
+
     /// Runs `f` on the body received so far.
     pub fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> Result<T, ShardError> {
         let pool = self.pool.0.borrow();

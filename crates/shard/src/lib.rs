@@ -4,11 +4,14 @@
 //! * [`Shard`]: the resident slice's life cycle (load, check, replace, fail, recover) over a
 //!   [`Host`] (the object store and the clock: R2 in the Worker, a store that fails on demand
 //!   in the tests), and [`Resident::logits`], the answer's computation;
+//! * [`Coalescer`]: concurrent requests computed as one batch (a *pass*), each answered with the
+//!   bits it would get alone;
 //! * [`BodyPool`]: request bodies held in a bounded pool of buffers; [`declared_length`]: how
 //!   their headers frame them, judged before they are read;
 //! * [`ShardError`]: every error answer, with what is for the caller and what for the log.
 
 mod bodies;
+mod coalesce;
 mod error;
 mod framing;
 mod resident;
@@ -16,8 +19,9 @@ mod settings;
 mod store;
 
 pub use bodies::{too_large, Body, BodyPool};
+pub use coalesce::{Answer, Coalescer, PassStats};
 pub use error::ShardError;
 pub use framing::{declared_length, unreadable};
-pub use resident::{Health, Residency, Resident, Shard};
+pub use resident::{replaced, Health, Residency, Resident, Shard};
 pub use settings::Settings;
 pub use store::{Host, Object, ObjectBody, StoreError};

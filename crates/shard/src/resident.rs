@@ -156,6 +156,12 @@ fn loading_error(l: &Loading) -> ShardError {
     )
 }
 
+/// `503 slice_loading`: the slice a request was checked against was replaced (or dropped)
+/// before its answer was computed.
+pub fn replaced() -> ShardError {
+    ShardError::unavailable("slice_loading", "the slice was replaced; retry", 1)
+}
+
 fn superseded() -> ShardError {
     ShardError::unavailable(
         "slice_loading",

@@ -1,0 +1,269 @@
+//! Concurrent requests computed as one batch: requests that are ready at the same time share a
+//! *pass*, one `mat_mat` call over up to `MAX_BATCH` hidden vectors, which costs far less than
+//! computing each vector alone (the kernels read every weight block once per pass, not once per
+//! vector). Every request still gets exactly the bits it would get alone — the kernels give each
+//! vector of a batch the bits of a single `mat_vec` — in its own reply form and precision.
+//!
+//! An isolate runs one piece of JavaScript at a time, and a pass computes without awaiting, so
+//! nothing can join a pass while it runs. What joins are the requests whose bodies arrived
+//! while it ran: after its body is read and checked, a request *enqueues* its job and *yields
+//! once* to the event loop (the host's [`Coalescer::answer`] argument; in the Worker a
+//! zero-delay timer), so that every request whose I/O completed meanwhile enqueues too. Then,
+//! until its own answer is there, it runs passes: each takes the oldest waiting job and, in
+//! arrival order, the jobs of the same precision that fit in `MAX_BATCH` vectors, computes them
+//! against the slice resident *now* and encodes each job's answer in its own form. Whoever
+//! wakes first computes for the others; a job never waits for one particular request, so a
+//! caller that went away stalls nobody: its job is computed with the others' (the runtime may
+//! keep a request it never resumes), or leaves the queue with its body buffer the moment the
+//! runtime drops the request.
+//!
+//! Memory stays what `cobordism_protocol::MemoryNeed` counts: a waiting job holds the body
+//! buffer it was received into (so the body pool still bounds how many wait), and one pass at a
+//! time holds the decoded vectors and logits of at most `MAX_BATCH` vectors.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::rc::Rc;
+
+use cobordism_protocol::{decode_hidden, Form, HiddenError, Precision, MAX_BATCH};
+
+use crate::bodies::Body;
+use crate::error::{zeroed, ShardError};
+use crate::resident::{replaced, Shard};
+
+/// One request's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    /// The encoded reply (its form, for its `n` vectors).
+    pub payload: Vec<u8>,
+    /// Hidden vectors in the request.
+    pub n: usize,
+    /// The slice's first global row and its rows.
+    pub row_start: usize,
+    /// Rows of the slice.
+    pub row_count: usize,
+    /// Rows of the whole lm-head.
+    pub vocab: usize,
+    /// The manifest version the logits come from.
+    pub version: String,
+    /// Vectors in the pass that computed it (this request's and the others').
+    pub pass_vectors: usize,
+}
+
+type Slot = Rc<RefCell<Option<Result<Answer, ShardError>>>>;
+
+/// A request waiting for a pass.
+struct Job {
+    precision: Precision,
+    form: Form,
+    body: Body,
+    /// The hidden size the body was checked against, and its vectors.
+    hidden: usize,
+    n: usize,
+    /// Where the pass leaves the answer; the request holds the other reference.
+    answer: Slot,
+}
+
+/// How many passes computed how many vectors, since the isolate started (for `/healthz`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassStats {
+    /// `by_vectors[i]`: passes of `i + 1` vectors.
+    pub by_vectors: [u64; MAX_BATCH],
+}
+
+impl PassStats {
+    /// Passes run.
+    pub fn passes(&self) -> u64 {
+        self.by_vectors.iter().sum()
+    }
+
+    /// Vectors computed.
+    pub fn vectors(&self) -> u64 {
+        (1..).zip(self.by_vectors).map(|(v, n)| v * n).sum()
+    }
+}
+
+/// The waiting jobs of one isolate and its pass statistics.
+#[derive(Default)]
+pub struct Coalescer {
+    queue: RefCell<VecDeque<Job>>,
+    stats: Cell<PassStats>,
+}
+
+impl Coalescer {
+    /// A coalescer with nothing waiting.
+    pub fn new() -> Coalescer {
+        Coalescer::default()
+    }
+
+    /// Passes so far.
+    pub fn stats(&self) -> PassStats {
+        self.stats.get()
+    }
+
+    /// Requests waiting for a pass now.
+    pub fn waiting(&self) -> usize {
+        self.queue.borrow().len()
+    }
+
+    /// The answer to one request whose body has been received into `body`: checked against the
+    /// resident slice (a bad body fails alone, at once), then computed in a pass with whatever
+    /// requests are ready. With `yield_once` (coalescing on), the request first awaits it so
+    /// that requests whose bodies arrived meanwhile join; without, it computes at once and
+    /// alone unless others already wait.
+    pub async fn answer<Y: Future<Output = ()>>(
+        &self,
+        shard: &Shard,
+        body: Body,
+        precision: Precision,
+        form: Form,
+        yield_once: Option<Y>,
+    ) -> Result<Answer, ShardError> {
+        let hidden = shard
+            .with_resident(|r| r.manifest.hidden)
+            .ok_or_else(replaced)?;
+        let n = body.with(|bytes| decode_hidden(bytes, hidden).map(|(_, n)| n))?;
+        let n = n.map_err(refused)?;
+        body.complete();
+        let answer: Slot = Rc::default();
+        self.queue.borrow_mut().push_back(Job {
+            precision,
+            form,
+            body,
+            hidden,
+            n,
+            answer: answer.clone(),
+        });
+        let _waiting = Waiting {
+            queue: &self.queue,
+            answer: &answer,
+        };
+        if let Some(y) = yield_once {
+            y.await;
+        }
+        loop {
+            if let Some(done) = answer.borrow_mut().take() {
+                return done;
+            }
+            if !self.run_pass(shard) {
+                return Err(ShardError::internal("a waiting request's job vanished"));
+            }
+        }
+    }
+
+    /// Takes the oldest job and the jobs of its precision that fit in `MAX_BATCH` vectors, in
+    /// arrival order, computes them together and leaves each its answer; false if nothing
+    /// waited.
+    fn run_pass(&self, shard: &Shard) -> bool {
+        let jobs = self.next_jobs();
+        if jobs.is_empty() {
+            return false;
+        }
+        let vectors: usize = jobs.iter().map(|j| j.n).sum();
+        let mut stats = self.stats.get();
+        stats.by_vectors[vectors - 1] += 1;
+        self.stats.set(stats);
+        let answers = shard
+            .with_resident(|r| {
+                let hidden = r.manifest.hidden;
+                if jobs.iter().any(|j| j.hidden != hidden) {
+                    // The slice was replaced by one of another shape since the bodies were
+                    // checked: their vectors mean nothing to it.
+                    return Err(replaced());
+                }
+                let mut xs = zeroed::<f32>(vectors * hidden, "a pass's hidden vectors")?;
+                let mut at = 0;
+                for job in &jobs {
+                    let len = job.n * hidden;
+                    let (x, _) = job
+                        .body
+                        .with(|bytes| decode_hidden(bytes, hidden))?
+                        .map_err(refused)?;
+                    xs[at..at + len].copy_from_slice(&x);
+                    at += len;
+                }
+                let logits = r.logits(&xs, vectors, jobs[0].precision)?;
+                let (rows, row_start) = (r.entry.row_count, r.entry.row_start);
+                let mut at = 0;
+                Ok(jobs
+                    .iter()
+                    .map(|job| {
+                        let mine = &logits[at * rows..(at + job.n) * rows];
+                        at += job.n;
+                        let payload = job
+                            .form
+                            .encode(mine, rows, row_start as u32)
+                            .map_err(|e| ShardError::new(400, e.code, e.detail))?;
+                        Ok(Answer {
+                            payload,
+                            n: job.n,
+                            row_start,
+                            row_count: rows,
+                            vocab: r.manifest.vocab,
+                            version: r.manifest.version.clone(),
+                            pass_vectors: vectors,
+                        })
+                    })
+                    .collect::<Vec<_>>())
+            })
+            .unwrap_or_else(|| Err(replaced()));
+        match answers {
+            Ok(each) => {
+                for (job, answer) in jobs.iter().zip(each) {
+                    *job.answer.borrow_mut() = Some(answer);
+                }
+            }
+            Err(e) => {
+                for job in &jobs {
+                    *job.answer.borrow_mut() = Some(Err(e.clone()));
+                }
+            }
+        }
+        true
+    }
+
+    /// The next pass's jobs: the oldest job and the later ones of its precision that fit.
+    fn next_jobs(&self) -> Vec<Job> {
+        let mut queue = self.queue.borrow_mut();
+        let Some(precision) = queue.front().map(|j| j.precision) else {
+            return Vec::new();
+        };
+        let (mut taken, mut vectors, mut i) = (Vec::new(), 0, 0);
+        while i < queue.len() && vectors < MAX_BATCH {
+            let job = &queue[i];
+            if job.precision == precision && vectors + job.n <= MAX_BATCH {
+                vectors += job.n;
+                taken.extend(queue.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        taken
+    }
+}
+
+/// A request's place in the queue: when the request is dropped before its pass (its caller
+/// went away and the runtime dropped it), its job leaves the queue and its body buffer goes
+/// back to the pool at once.
+struct Waiting<'a> {
+    queue: &'a RefCell<VecDeque<Job>>,
+    answer: &'a Slot,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.queue
+            .borrow_mut()
+            .retain(|j| !Rc::ptr_eq(&j.answer, self.answer));
+    }
+}
+
+/// `400` for a body that is not `n` finite hidden vectors.
+fn refused(e: HiddenError) -> ShardError {
+    let code = match e {
+        HiddenError::NonFinite { .. } => "non_finite",
+        _ => "bad_length",
+    };
+    ShardError::new(400, code, e.to_string())
+}

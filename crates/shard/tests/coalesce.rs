@@ -1,0 +1,350 @@
+//! The coalescer natively: concurrent requests, each polled by hand up to its yield, share
+//! passes of up to `MAX_BATCH` vectors and still get exactly the answer they get alone.
+
+mod common;
+
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll};
+
+use cobordism_protocol::{Form, Precision};
+use cobordism_shard::{Answer, Body, BodyPool, Coalescer, Host, Shard, ShardError};
+use kquant::synth::SplitMix64;
+
+use common::{block_on, loaded, logits_of, model, poll_once, settings, Model, Store, HIDDEN};
+
+/// The host's yield: pending once, then ready (the event loop ran others meanwhile).
+#[derive(Default)]
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+const CAP: usize = 8 * 4 * HIDDEN;
+
+/// `n` seeded hidden vectors as a request body.
+fn hidden(seed: u64, n: usize) -> Vec<u8> {
+    let mut rng = SplitMix64::new(seed);
+    (0..n * HIDDEN)
+        .flat_map(|_| rng.normal().to_le_bytes())
+        .collect()
+}
+
+/// A body received into `pool`.
+fn received(pool: &BodyPool, bytes: &[u8]) -> Result<Body, ShardError> {
+    let body = pool.acquire(64, CAP, 0.0)?;
+    body.push(bytes, CAP, 0.0)?;
+    Ok(body)
+}
+
+/// One request as the Worker makes it, coalescing on.
+struct Ask {
+    bytes: Vec<u8>,
+    precision: Precision,
+    form: Form,
+}
+
+fn ask(seed: u64, n: usize) -> Ask {
+    Ask {
+        bytes: hidden(seed, n),
+        precision: Precision::Exact,
+        form: Form::Logits,
+    }
+}
+
+/// The answer `a` gets alone: its own coalescer, no yield, nothing else waiting.
+fn alone(shard: &Shard, a: &Ask) -> Result<Answer, ShardError> {
+    let pool = BodyPool::default();
+    let body = received(&pool, &a.bytes)?;
+    let c = Coalescer::new();
+    block_on(c.answer(shard, body, a.precision, a.form.clone(), None::<YieldOnce>))
+}
+
+/// Runs `asks` as concurrent requests: each is polled up to its yield, then all run to their
+/// end in order; returns their answers and the coalescer.
+fn together(shard: &Shard, asks: &[Ask]) -> (Vec<Result<Answer, ShardError>>, Coalescer) {
+    let (pool, c) = (BodyPool::default(), Coalescer::new());
+    let mut futures: Vec<_> = asks
+        .iter()
+        .map(|a| {
+            let body = received(&pool, &a.bytes);
+            let c = &c;
+            Box::pin(async move {
+                c.answer(
+                    shard,
+                    body?,
+                    a.precision,
+                    a.form.clone(),
+                    Some(YieldOnce::default()),
+                )
+                .await
+            })
+        })
+        .collect();
+    let first: Vec<_> = futures.iter_mut().map(|f| poll_once(f.as_mut())).collect();
+    let answers = futures
+        .into_iter()
+        .zip(first)
+        .map(|(f, first)| match first {
+            Poll::Ready(done) => done,
+            Poll::Pending => block_on(f),
+        })
+        .collect();
+    drop(pool);
+    (answers, c)
+}
+
+/// Everything but `pass_vectors`, which says how the answer was computed.
+fn bits(a: &Answer) -> (Vec<u8>, usize, usize, String) {
+    (a.payload.clone(), a.n, a.row_start, a.version.clone())
+}
+
+fn shard_of(m: &Model) -> (Store, Shard) {
+    loaded(m, &settings(2))
+}
+
+#[test]
+fn ready_requests_join_one_pass_and_get_the_bits_they_get_alone() {
+    let m = model(1, 2);
+    let (_store, shard) = shard_of(&m);
+    let asks = vec![ask(1, 1), ask(2, 1), ask(3, 2)];
+    let (answers, c) = together(&shard, &asks);
+    assert_eq!(c.stats().by_vectors[3], 1, "one pass of 4 vectors");
+    assert_eq!(c.stats().passes(), 1);
+    for (a, got) in asks.iter().zip(&answers) {
+        let got = got.as_ref().unwrap();
+        assert_eq!(got.pass_vectors, 4);
+        assert_eq!(bits(got), bits(&alone(&shard, a).unwrap()));
+    }
+    // And alone is kquant's own mat_vec, an oracle that shares no code with the coalescer.
+    let x: Vec<f32> = (0..HIDDEN).map(|i| (i as f32 * 0.37).sin()).collect();
+    let one = Ask {
+        bytes: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ..ask(0, 1)
+    };
+    let (answers, _) = together(&shard, &[ask(9, 3), one]);
+    let payload = &answers[1].as_ref().unwrap().payload;
+    let got: Vec<u32> = payload
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    assert_eq!(got, logits_of(&m, 0));
+}
+
+#[test]
+fn a_pass_holds_at_most_eight_vectors() {
+    let m = model(2, 2);
+    let (_store, shard) = shard_of(&m);
+    let asks: Vec<Ask> = (0..5).map(|i| ask(10 + i, 2)).collect();
+    let (answers, c) = together(&shard, &asks);
+    let s = c.stats();
+    assert_eq!((s.by_vectors[7], s.by_vectors[1], s.passes()), (1, 1, 2));
+    assert_eq!(s.vectors(), 10);
+    for (a, got) in asks.iter().zip(&answers) {
+        assert_eq!(
+            bits(got.as_ref().unwrap()),
+            bits(&alone(&shard, a).unwrap())
+        );
+    }
+    let nine: Vec<Ask> = (0..9).map(|i| ask(20 + i, 1)).collect();
+    let (_, c) = together(&shard, &nine);
+    assert_eq!((c.stats().by_vectors[7], c.stats().by_vectors[0]), (1, 1));
+}
+
+#[test]
+fn precisions_and_forms_never_mix_in_a_way_that_changes_an_answer() {
+    let m = model(3, 2);
+    let (_store, shard) = shard_of(&m);
+    let with = |seed, precision, form: &str| Ask {
+        precision,
+        form: Form::parse(form.split('&').filter_map(|p| p.split_once('='))).unwrap(),
+        ..ask(seed, 1)
+    };
+    let asks = vec![
+        with(1, Precision::Exact, "top_k=3"),
+        with(2, Precision::Int8, ""),
+        with(3, Precision::Exact, "temperature=0.7&seed=5"),
+        with(4, Precision::Int8, "tokens=1,5,60"),
+        with(5, Precision::Exact, ""),
+    ];
+    let (answers, c) = together(&shard, &asks);
+    let s = c.stats();
+    assert_eq!(
+        (s.by_vectors[2], s.by_vectors[1], s.passes()),
+        (1, 1, 2),
+        "exact ×3, int8 ×2"
+    );
+    for (a, got) in asks.iter().zip(&answers) {
+        assert_eq!(
+            bits(got.as_ref().unwrap()),
+            bits(&alone(&shard, a).unwrap())
+        );
+    }
+    assert_ne!(
+        answers[1].as_ref().unwrap().payload,
+        alone(&shard, &ask(2, 1)).unwrap().payload,
+        "int8 is not exact: the precision was kept"
+    );
+}
+
+#[test]
+fn a_bad_body_fails_alone_and_at_once() {
+    let m = model(4, 2);
+    let (_store, shard) = shard_of(&m);
+    let mut nan = hidden(7, 1);
+    nan[8..12].copy_from_slice(&f32::NAN.to_le_bytes());
+    let short = hidden(8, 1)[..100].to_vec();
+    let asks = vec![
+        ask(1, 1),
+        Ask {
+            bytes: nan,
+            ..ask(0, 1)
+        },
+        ask(2, 1),
+        Ask {
+            bytes: short,
+            ..ask(0, 1)
+        },
+        ask(3, 1),
+    ];
+    let (answers, c) = together(&shard, &asks);
+    assert_eq!(answers[1].as_ref().unwrap_err().code, "non_finite");
+    assert_eq!(answers[3].as_ref().unwrap_err().code, "bad_length");
+    assert_eq!(
+        c.stats().by_vectors[2],
+        1,
+        "the three good ones in one pass"
+    );
+    for i in [0, 2, 4] {
+        assert_eq!(
+            bits(answers[i].as_ref().unwrap()),
+            bits(&alone(&shard, &asks[i]).unwrap())
+        );
+    }
+}
+
+#[test]
+fn an_abandoned_request_stalls_nobody_and_gives_its_buffer_back() {
+    let m = model(5, 2);
+    let (_store, shard) = shard_of(&m);
+    let (pool, c) = (BodyPool::default(), Coalescer::new());
+    let start = |a: &Ask| {
+        let body = received(&pool, &a.bytes).unwrap();
+        Box::pin(c.answer(
+            &shard,
+            body,
+            a.precision,
+            a.form.clone(),
+            Some(YieldOnce::default()),
+        ))
+    };
+    let (a, b, d) = (ask(1, 1), ask(2, 1), ask(3, 1));
+    // `a` is dropped after its first poll (its caller went away and the runtime dropped it),
+    // `b` is never polled again (the runtime keeps it but never resumes it).
+    let mut fa = start(&a);
+    let mut fb = start(&b);
+    assert!(poll_once(fa.as_mut()).is_pending());
+    assert!(poll_once(fb.as_mut()).is_pending());
+    drop(fa);
+    assert_eq!(
+        pool.in_flight(),
+        1,
+        "the dropped request's buffer is back: only b's is held"
+    );
+    let got = block_on(start(&d)).unwrap();
+    assert_eq!(bits(&got), bits(&alone(&shard, &d).unwrap()));
+    assert_eq!(
+        got.pass_vectors, 2,
+        "b's job was computed with d's, a's skipped"
+    );
+    assert_eq!(c.waiting(), 0);
+    assert_eq!(
+        pool.in_flight(),
+        0,
+        "b's buffer went back when its pass ran"
+    );
+    assert_eq!(
+        bits(&block_on(fb).unwrap()),
+        bits(&alone(&shard, &b).unwrap())
+    );
+}
+
+#[test]
+fn waiting_bodies_count_against_the_pool() {
+    let m = model(6, 2);
+    let (_store, shard) = shard_of(&m);
+    let (pool, c) = (BodyPool::default(), Coalescer::new());
+    let asks: Vec<Ask> = (0..3).map(|i| ask(i, 1)).collect();
+    let mut futures: Vec<_> = asks
+        .iter()
+        .map(|a| {
+            let body = pool.acquire(2, CAP, 0.0);
+            let c = &c;
+            let shard = &shard;
+            Box::pin(async move {
+                let body = body?;
+                body.push(&a.bytes, CAP, 0.0)?;
+                c.answer(
+                    shard,
+                    body,
+                    a.precision,
+                    a.form.clone(),
+                    Some(YieldOnce::default()),
+                )
+                .await
+            })
+        })
+        .collect();
+    let mut polls: Vec<_> = futures.iter_mut().map(|f| poll_once(f.as_mut())).collect();
+    let third = polls.pop().unwrap();
+    assert!(polls.iter().all(Poll::is_pending));
+    let busy = match third {
+        Poll::Ready(Err(e)) => e.code,
+        _ => "not refused",
+    };
+    assert_eq!(
+        busy, "busy",
+        "the third finds both buffers held by waiting requests"
+    );
+    // A waiting body is never taken over as stalled, however long its pass takes to come.
+    assert!(pool.acquire(2, CAP, 1e12).is_err());
+    futures.pop();
+    let answers: Vec<_> = futures.into_iter().map(block_on).collect();
+    assert!(answers.iter().all(Result::is_ok));
+    assert_eq!(c.stats().by_vectors[1], 1);
+}
+
+#[test]
+fn a_version_switch_while_requests_wait_gives_the_new_versions_bits() {
+    let (a, b) = (model(7, 2), model(8, 2));
+    let cfg = settings(2);
+    let (store, shard) = loaded(&a, &cfg);
+    let (pool, c) = (BodyPool::default(), Coalescer::new());
+    let r = ask(1, 1);
+    let body = received(&pool, &r.bytes).unwrap();
+    let mut waiting = pin!(c.answer(
+        &shard,
+        body,
+        r.precision,
+        r.form.clone(),
+        Some(YieldOnce::default())
+    ));
+    assert!(poll_once(waiting.as_mut()).is_pending());
+    store.upload(&b);
+    store.advance(cfg.manifest_ttl_ms + 1.0);
+    block_on(shard.ensure(&cfg, &store)).unwrap();
+    assert_eq!(common::answer(&shard), Some(b.manifest.version.clone()));
+    let got = block_on(waiting).unwrap();
+    assert_eq!(got.version, b.manifest.version);
+    assert_eq!(bits(&got), bits(&alone(&shard, &r).unwrap()));
+    let _ = store.now_ms();
+}
