@@ -406,3 +406,39 @@ test("eight shards answer at once and assemble the full logits", async () => {
     await local.dispose();
   }
 });
+
+test("16 concurrent callers on one shard share passes and each gets the bits it gets alone", async (t) => {
+  await withShards({}, async (local) => {
+    await seed(await local.bucket(), q6);
+    const e = local.endpoints[0];
+    const s = q6.manifest.shards[0];
+    const callers = Array.from({ length: 16 }, (_, i) => ({
+      h: hiddenBytes(512, 100 + i, 1 + (i % 3)), // 1 to 3 vectors each
+      query: ["", "?top_k=5", "?precision=int8", "?temperature=0.8&seed=7"][i % 4],
+    }));
+    // Alone, one after another (nothing else in flight): each request is its own pass.
+    await post(e, callers[0].h); // load the slice first
+    const alone = [];
+    for (const c of callers) alone.push(await post(e, c.h, { query: c.query }));
+    assert.ok(alone.every((r) => r.headers.get("x-pass-vectors") === r.headers.get("x-batch")));
+    const before = (await health(e)).passes;
+    const together = await Promise.all(callers.map((c) => post(e, c.h, { query: c.query })));
+    const after = (await health(e)).passes;
+    for (const [i, r] of together.entries()) {
+      assert.equal(r.status, 200);
+      assert.deepEqual(r.body, alone[i].body, `caller ${i} (${callers[i].query || "logits"})`);
+    }
+    // The one-vector plain-logits callers also match kquant natively.
+    for (const i of [0, 12]) {
+      const full = localLogits(q6, callers[i].h);
+      assert.deepEqual(together[i].body, full.subarray(4 * s.row_start, 4 * (s.row_start + s.row_count)));
+    }
+    const vectors = callers.reduce((sum, c) => sum + c.h.length / (4 * 512), 0);
+    assert.equal(after.vectors - before.vectors, vectors);
+    const shared = after.by_vectors.slice(1).reduce((a, b) => a + b, 0) - before.by_vectors.slice(1).reduce((a, b) => a + b, 0);
+    assert.ok(after.count - before.count < callers.length, `${after.count - before.count} passes for ${callers.length} requests`);
+    assert.ok(shared > 0, "passes of more than one vector");
+    t.diagnostic(`figures: ${JSON.stringify({ requests: callers.length, vectors, passes: after.count - before.count, by_vectors: after.by_vectors.map((n, i) => n - before.by_vectors[i]) })}`);
+    assert.ok(together.some((r) => Number(r.headers.get("x-pass-vectors")) > Number(r.headers.get("x-batch"))));
+  });
+});

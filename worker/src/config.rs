@@ -25,7 +25,7 @@ fn number<T: std::str::FromStr>(
 
 /// Reads and checks the settings: `SHARD_INDEX`, `SHARD_COUNT`, `MODEL_PREFIX`,
 /// `MEMORY_BUDGET_MIB` (100), `MANIFEST_TTL_MS` (5000), `LOAD_RETRY_MS` (2000),
-/// `LOAD_STALL_MS` (15000).
+/// `LOAD_STALL_MS` (15000), `COALESCE` (on unless `"0"`).
 pub fn settings(env: &Env) -> Result<Settings, ShardError> {
     let shard_index = number(env, "SHARD_INDEX", None)?;
     let shard_count = number(env, "SHARD_COUNT", None)?;
@@ -47,5 +47,6 @@ pub fn settings(env: &Env) -> Result<Settings, ShardError> {
         manifest_ttl_ms: number(env, "MANIFEST_TTL_MS", Some(5000.0))?,
         load_retry_ms: number(env, "LOAD_RETRY_MS", Some(2000.0))?,
         load_stall_ms: number(env, "LOAD_STALL_MS", Some(15000.0))?,
+        coalesce: var(env, "COALESCE").is_none_or(|v| v.trim() != "0"),
     })
 }

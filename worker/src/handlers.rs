@@ -2,13 +2,15 @@
 
 use std::rc::Rc;
 
-use cobordism_protocol::{decode_hidden, max_body_bytes, Form, HiddenError, Query, MAX_HIDDEN};
+use std::time::Duration;
+
+use cobordism_protocol::{max_body_bytes, Form, Query, MAX_HIDDEN};
 use cobordism_shard::{
-    declared_length, too_large, unreadable, Body, BodyPool, Settings, Shard, ShardError,
+    declared_length, replaced, too_large, unreadable, Body, BodyPool, Coalescer, Settings, Shard,
 };
 use futures_util::StreamExt;
 use serde_json::json;
-use worker::{Env, Headers, Request, Response};
+use worker::{Delay, Env, Headers, Request, Response};
 
 use crate::error::ApiError;
 use crate::r2::R2;
@@ -19,6 +21,8 @@ const MAX_BODY_BYTES: usize = max_body_bytes(MAX_HIDDEN as u64) as usize;
 thread_local! {
     /// This isolate's slice.
     static SHARD: Rc<Shard> = Rc::new(Shard::new());
+    /// This isolate's requests waiting for a pass.
+    static PASSES: Rc<Coalescer> = Rc::new(Coalescer::new());
     /// This isolate's request body buffers.
     static BODIES: BodyPool = BodyPool::default();
 }
@@ -60,10 +64,6 @@ async fn read_body(req: &mut Request, body: &Body, cap: usize) -> Result<(), Api
     Ok(())
 }
 
-fn replaced() -> ShardError {
-    ShardError::unavailable("slice_loading", "the slice was replaced; retry", 1)
-}
-
 /// `POST /cobordism-lm-head`: the body is read only once the slice is resident, within the
 /// exact cap for its hidden size and in one of the body buffers the memory budget allows.
 pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Response, ApiError> {
@@ -88,31 +88,19 @@ pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Res
     let body = BODIES.with(|pool| pool.acquire(slots as usize, cap, js_sys::Date::now()))?;
     read_body(req, &body, cap).await?;
     let started = js_sys::Date::now();
-    let answer = shard.with_resident(|r| {
-        let (x, n) = body
-            .with(|bytes| decode_hidden(bytes, r.manifest.hidden))?
-            .map_err(|e| {
-                let code = match e {
-                    HiddenError::NonFinite { .. } => "non_finite",
-                    _ => "bad_length",
-                };
-                ShardError::new(400, code, e.to_string())
-            })?;
-        let logits = r.logits(&x, n, precision)?;
-        let rows = r.entry.row_count;
-        let payload = form
-            .encode(&logits, rows, r.entry.row_start as u32)
-            .map_err(|e| ShardError::new(400, e.code, e.detail))?;
-        Ok::<_, ShardError>((
-            payload,
-            n,
-            r.entry.clone(),
-            r.manifest.vocab,
-            r.manifest.version.clone(),
-        ))
-    });
-    let (payload, n, entry, vocab, version) = answer.ok_or_else(replaced)??;
-    drop(body);
+    // Coalescing on: one turn of the event loop lets the requests whose bodies arrived
+    // meanwhile join this one's pass.
+    let next_turn = cfg.coalesce.then(|| Delay::from(Duration::ZERO));
+    let passes = PASSES.with(Rc::clone);
+    let answer = passes
+        .answer(
+            &shard,
+            body,
+            (precision, form.clone()),
+            next_turn,
+            js_sys::Date::now,
+        )
+        .await?;
     // In production the clock stands still while the Worker computes: a compute time is
     // reported only when it moved (locally), never as a misleading 0.
     let compute_ms = js_sys::Date::now() - started;
@@ -126,19 +114,36 @@ pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Res
     set("Cache-Control", "no-store")?;
     set("X-Shard-Index", &cfg.shard_index.to_string())?;
     set("X-Shard-Count", &cfg.shard_count.to_string())?;
-    set("X-Vocab", &vocab.to_string())?;
-    set("X-Row-Start", &entry.row_start.to_string())?;
-    set("X-Row-Count", &entry.row_count.to_string())?;
-    set("X-Batch", &n.to_string())?;
+    set("X-Vocab", &answer.vocab.to_string())?;
+    set("X-Row-Start", &answer.row_start.to_string())?;
+    set("X-Row-Count", &answer.row_count.to_string())?;
+    set("X-Batch", &answer.n.to_string())?;
+    set("X-Pass-Vectors", &answer.pass_vectors.to_string())?;
     set("X-Precision", precision.name())?;
-    set("X-Manifest-Version", &version)?;
+    set("X-Manifest-Version", &answer.version)?;
     set("X-Cache", if residency.hit { "hit" } else { "miss" })?;
     set("Server-Timing", &timing)?;
     set("X-Reply", form.name())?;
     if let Form::TopK { k, .. } = form {
         set("X-Top-K", &k.to_string())?;
     }
-    Ok(Response::builder().with_headers(headers).fixed(payload))
+    Ok(Response::builder()
+        .with_headers(headers)
+        .fixed(answer.payload))
+}
+
+/// Since the isolate started: passes run, vectors computed, passes by vector count, their
+/// compute time where the clock moves (locally), and the requests waiting now.
+fn passes() -> serde_json::Value {
+    let passes = PASSES.with(Rc::clone);
+    let stats = passes.stats();
+    json!({
+        "count": stats.passes(),
+        "vectors": stats.vectors(),
+        "by_vectors": stats.by_vectors,
+        "compute_ms": stats.compute_ms,
+        "waiting": passes.waiting(),
+    })
 }
 
 /// `GET /healthz` for callers without access: the state and nothing else.
@@ -180,6 +185,7 @@ pub fn healthz(cfg: &Settings) -> Result<Response, ApiError> {
         "slice": slice,
         "wasm_memory_bytes": wasm_memory_bytes(),
         "bodies_in_flight": BODIES.with(BodyPool::in_flight),
+        "passes": passes(),
         "budget_bytes": cfg.budget_bytes,
         "backend": kquant::Backend::best().name(),
         "build_version": env!("CARGO_PKG_VERSION"),

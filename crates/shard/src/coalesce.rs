@@ -66,10 +66,13 @@ struct Job {
 }
 
 /// How many passes computed how many vectors, since the isolate started (for `/healthz`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PassStats {
     /// `by_vectors[i]`: passes of `i + 1` vectors.
     pub by_vectors: [u64; MAX_BATCH],
+    /// Milliseconds the passes took on the host's clock (0 in production Workers, whose clock
+    /// stands still while they compute).
+    pub compute_ms: f64,
 }
 
 impl PassStats {
@@ -112,13 +115,14 @@ impl Coalescer {
     /// requests are ready. With `yield_once` (coalescing on), the request first awaits it so
     /// that requests whose bodies arrived meanwhile join; without, it computes at once and
     /// alone unless others already wait.
+    /// `now` is the host's clock, for the passes' compute time.
     pub async fn answer<Y: Future<Output = ()>>(
         &self,
         shard: &Shard,
         body: Body,
-        precision: Precision,
-        form: Form,
+        (precision, form): (Precision, Form),
         yield_once: Option<Y>,
+        now: fn() -> f64,
     ) -> Result<Answer, ShardError> {
         let hidden = shard
             .with_resident(|r| r.manifest.hidden)
@@ -146,7 +150,7 @@ impl Coalescer {
             if let Some(done) = answer.borrow_mut().take() {
                 return done;
             }
-            if !self.run_pass(shard) {
+            if !self.run_pass(shard, now) {
                 return Err(ShardError::internal("a waiting request's job vanished"));
             }
         }
@@ -155,15 +159,13 @@ impl Coalescer {
     /// Takes the oldest job and the jobs of its precision that fit in `MAX_BATCH` vectors, in
     /// arrival order, computes them together and leaves each its answer; false if nothing
     /// waited.
-    fn run_pass(&self, shard: &Shard) -> bool {
+    fn run_pass(&self, shard: &Shard, now: fn() -> f64) -> bool {
         let jobs = self.next_jobs();
         if jobs.is_empty() {
             return false;
         }
         let vectors: usize = jobs.iter().map(|j| j.n).sum();
-        let mut stats = self.stats.get();
-        stats.by_vectors[vectors - 1] += 1;
-        self.stats.set(stats);
+        let started = now();
         let answers = shard
             .with_resident(|r| {
                 let hidden = r.manifest.hidden;
@@ -208,6 +210,10 @@ impl Coalescer {
                     .collect::<Vec<_>>())
             })
             .unwrap_or_else(|| Err(replaced()));
+        let mut stats = self.stats.get();
+        stats.by_vectors[vectors - 1] += 1;
+        stats.compute_ms += now() - started;
+        self.stats.set(stats);
         match answers {
             Ok(each) => {
                 for (job, answer) in jobs.iter().zip(each) {

@@ -31,6 +31,11 @@ impl Future for YieldOnce {
 
 const CAP: usize = 8 * 4 * HIDDEN;
 
+/// A clock that reads 0, as production Workers' does while they compute.
+fn clock() -> f64 {
+    0.0
+}
+
 /// `n` seeded hidden vectors as a request body.
 fn hidden(seed: u64, n: usize) -> Vec<u8> {
     let mut rng = SplitMix64::new(seed);
@@ -66,7 +71,13 @@ fn alone(shard: &Shard, a: &Ask) -> Result<Answer, ShardError> {
     let pool = BodyPool::default();
     let body = received(&pool, &a.bytes)?;
     let c = Coalescer::new();
-    block_on(c.answer(shard, body, a.precision, a.form.clone(), None::<YieldOnce>))
+    block_on(c.answer(
+        shard,
+        body,
+        (a.precision, a.form.clone()),
+        None::<YieldOnce>,
+        clock,
+    ))
 }
 
 /// Runs `asks` as concurrent requests: each is polled up to its yield, then all run to their
@@ -82,9 +93,9 @@ fn together(shard: &Shard, asks: &[Ask]) -> (Vec<Result<Answer, ShardError>>, Co
                 c.answer(
                     shard,
                     body?,
-                    a.precision,
-                    a.form.clone(),
+                    (a.precision, a.form.clone()),
                     Some(YieldOnce::default()),
+                    clock,
                 )
                 .await
             })
@@ -242,9 +253,9 @@ fn an_abandoned_request_stalls_nobody_and_gives_its_buffer_back() {
         Box::pin(c.answer(
             &shard,
             body,
-            a.precision,
-            a.form.clone(),
+            (a.precision, a.form.clone()),
             Some(YieldOnce::default()),
+            clock,
         ))
     };
     let (a, b, d) = (ask(1, 1), ask(2, 1), ask(3, 1));
@@ -296,9 +307,9 @@ fn waiting_bodies_count_against_the_pool() {
                 c.answer(
                     shard,
                     body,
-                    a.precision,
-                    a.form.clone(),
+                    (a.precision, a.form.clone()),
                     Some(YieldOnce::default()),
+                    clock,
                 )
                 .await
             })
@@ -334,9 +345,9 @@ fn a_version_switch_while_requests_wait_gives_the_new_versions_bits() {
     let mut waiting = pin!(c.answer(
         &shard,
         body,
-        r.precision,
-        r.form.clone(),
-        Some(YieldOnce::default())
+        (r.precision, r.form.clone()),
+        Some(YieldOnce::default()),
+        clock
     ));
     assert!(poll_once(waiting.as_mut()).is_pending());
     store.upload(&b);

@@ -189,6 +189,7 @@ pub fn settings(shards: usize) -> Settings {
         manifest_ttl_ms: 5000.0,
         load_retry_ms: 2000.0,
         load_stall_ms: 15000.0,
+        coalesce: true,
     }
 }
 
