@@ -1,12 +1,13 @@
 // An inference Worker's last step: a hidden state in, a sampled token out, through the eight
 // lm-head shards. POST the hidden vector (little-endian f32) to /next-token?temperature=…&top_p=…
-// &seed=…; the answer is {"token", "logprob"}. See README.md.
+// &seed=…[&precision=int8]; the answer is {"token", "logprob"}. See README.md.
 //
 // A caller's mistake (a malformed parameter, a hidden vector the shards refuse) is answered with
 // 400 and what was wrong; a failure of the shards with 502 (503 when retrying later may help).
 import { LmHeadClient, ShardError } from "@cobordism/client";
 
-let client;
+/** One client per precision, made on first use and kept by the isolate. */
+const clients = {};
 
 /** A caller's mistake. */
 class BadRequest extends Error {}
@@ -47,9 +48,12 @@ export default {
     if (request.method !== "POST" || new URL(request.url).pathname !== "/next-token") {
       return new Response("POST a hidden vector to /next-token\n", { status: 404 });
     }
-    client ??= new LmHeadClient({ endpoints: env.SHARD_URLS.split(",").map((u) => u.trim()), token: env.SHARD_TOKEN });
     try {
-      const o = options(new URL(request.url).searchParams);
+      const q = new URL(request.url).searchParams;
+      const precision = q.get("precision") ?? "exact";
+      if (precision !== "exact" && precision !== "int8") throw new BadRequest(`precision must be exact or int8, not ${JSON.stringify(precision)}`);
+      const client = (clients[precision] ??= new LmHeadClient({ endpoints: env.SHARD_URLS.split(",").map((u) => u.trim()), token: env.SHARD_TOKEN, precision }));
+      const o = options(q);
       const bytes = await request.arrayBuffer();
       if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) throw new BadRequest("send the hidden state as little-endian f32");
       const { token, logprob } = await client.sample(new Float32Array(bytes), o);

@@ -90,7 +90,7 @@ pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Res
     let started = js_sys::Date::now();
     // Coalescing on: one turn of the event loop lets the requests whose bodies arrived
     // meanwhile join this one's pass.
-    let next_turn = cfg.coalesce.then(|| Delay::from(Duration::ZERO));
+    let next_turn = cfg.coalesce.then_some(|| Delay::from(Duration::ZERO));
     let passes = PASSES.with(Rc::clone);
     let answer = passes
         .answer(

@@ -8,8 +8,9 @@
 //! ```text
 //! need(bodies) = slice                       the blocks, resident
 //!              + scratch                     prepared activations for a full batch
-//!              + compute                     one request computing (they run one at a time):
-//!                                            its decoded floats, its logits, its encoded answer
+//!              + compute                     one pass computing (they run one at a time, each
+//!                                            over up to MAX_BATCH vectors of one or several
+//!                                            requests): decoded floats, logits, encoded answers
 //!              + bodies · body               request bodies being received, each at most
 //!                                            MAX_BATCH · 4 · hidden bytes
 //! ```

@@ -6,9 +6,13 @@
 //!
 //! An isolate runs one piece of JavaScript at a time, and a pass computes without awaiting, so
 //! nothing can join a pass while it runs. What joins are the requests whose bodies arrived
-//! while it ran: after its body is read and checked, a request *enqueues* its job and *yields
-//! once* to the event loop (the host's [`Coalescer::answer`] argument; in the Worker a
-//! zero-delay timer), so that every request whose I/O completed meanwhile enqueues too. Then,
+//! while it ran: after its body is read and checked, a request *enqueues* its job and *yields*
+//! to the event loop (the host's `next_turn`; in the Worker a zero-delay timer), so that every
+//! request whose I/O completed meanwhile enqueues too. A request takes several turns of the
+//! event loop to read its body, and under load each turn may hold other isolates' passes, so
+//! the request keeps yielding — at most [`MAX_TURNS`] times — while its pass would not be full
+//! and other requests of the isolate are still receiving their bodies (they are on their way to
+//! join). A lone request yields once. Then,
 //! until its own answer is there, it runs passes: each takes the oldest waiting job and, in
 //! arrival order, the jobs of the same precision that fit in `MAX_BATCH` vectors, computes them
 //! against the slice resident *now* and encodes each job's answer in its own form. Whoever
@@ -31,6 +35,10 @@ use cobordism_protocol::{decode_hidden, Form, HiddenError, Precision, MAX_BATCH}
 use crate::bodies::Body;
 use crate::error::{zeroed, ShardError};
 use crate::resident::{replaced, Shard};
+
+/// Most turns of the event loop a request waits for others to join its pass (the first, then
+/// more only while other requests of the isolate are still receiving their bodies).
+pub const MAX_TURNS: usize = 8;
 
 /// One request's answer.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,6 +113,11 @@ impl Coalescer {
         self.stats.get()
     }
 
+    /// Vectors waiting for a pass now.
+    fn queued_vectors(&self) -> usize {
+        self.queue.borrow().iter().map(|j| j.n).sum()
+    }
+
     /// Requests waiting for a pass now.
     pub fn waiting(&self) -> usize {
         self.queue.borrow().len()
@@ -112,16 +125,17 @@ impl Coalescer {
 
     /// The answer to one request whose body has been received into `body`: checked against the
     /// resident slice (a bad body fails alone, at once), then computed in a pass with whatever
-    /// requests are ready. With `yield_once` (coalescing on), the request first awaits it so
-    /// that requests whose bodies arrived meanwhile join; without, it computes at once and
-    /// alone unless others already wait.
-    /// `now` is the host's clock, for the passes' compute time.
+    /// requests are ready. With `next_turn` (coalescing on: a future that completes on the
+    /// event loop's next turn), the request first awaits one turn so that requests whose bodies
+    /// arrived meanwhile join, and more turns (at most [`MAX_TURNS`]) while the pass is not full
+    /// and other requests are still receiving their bodies; without, it computes at once and
+    /// alone unless others already wait. `now` is the host's clock, for the passes' time.
     pub async fn answer<Y: Future<Output = ()>>(
         &self,
         shard: &Shard,
         body: Body,
         (precision, form): (Precision, Form),
-        yield_once: Option<Y>,
+        next_turn: Option<impl Fn() -> Y>,
         now: fn() -> f64,
     ) -> Result<Answer, ShardError> {
         let hidden = shard
@@ -130,6 +144,7 @@ impl Coalescer {
         let n = body.with(|bytes| decode_hidden(bytes, hidden).map(|(_, n)| n))?;
         let n = n.map_err(refused)?;
         body.complete();
+        let pool = body.pool();
         let answer: Slot = Rc::default();
         self.queue.borrow_mut().push_back(Job {
             precision,
@@ -143,12 +158,19 @@ impl Coalescer {
             queue: &self.queue,
             answer: &answer,
         };
-        if let Some(y) = yield_once {
-            y.await;
-        }
+        let mut turns = 0;
         loop {
             if let Some(done) = answer.borrow_mut().take() {
                 return done;
+            }
+            if let Some(next_turn) = &next_turn {
+                let joining =
+                    turns < MAX_TURNS && self.queued_vectors() < MAX_BATCH && pool.receiving() > 0;
+                if turns == 0 || joining {
+                    next_turn().await;
+                    turns += 1;
+                    continue;
+                }
             }
             if !self.run_pass(shard, now) {
                 return Err(ShardError::internal("a waiting request's job vanished"));

@@ -8,7 +8,7 @@ use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
 
 use cobordism_protocol::{Form, Precision};
-use cobordism_shard::{Answer, Body, BodyPool, Coalescer, Host, Shard, ShardError};
+use cobordism_shard::{Answer, Body, BodyPool, Coalescer, Host, Shard, ShardError, MAX_TURNS};
 use kquant::synth::SplitMix64;
 
 use common::{block_on, loaded, logits_of, model, poll_once, settings, Model, Store, HIDDEN};
@@ -75,7 +75,7 @@ fn alone(shard: &Shard, a: &Ask) -> Result<Answer, ShardError> {
         shard,
         body,
         (a.precision, a.form.clone()),
-        None::<YieldOnce>,
+        None::<fn() -> YieldOnce>,
         clock,
     ))
 }
@@ -94,7 +94,7 @@ fn together(shard: &Shard, asks: &[Ask]) -> (Vec<Result<Answer, ShardError>>, Co
                     shard,
                     body?,
                     (a.precision, a.form.clone()),
-                    Some(YieldOnce::default()),
+                    Some(YieldOnce::default),
                     clock,
                 )
                 .await
@@ -254,7 +254,7 @@ fn an_abandoned_request_stalls_nobody_and_gives_its_buffer_back() {
             &shard,
             body,
             (a.precision, a.form.clone()),
-            Some(YieldOnce::default()),
+            Some(YieldOnce::default),
             clock,
         ))
     };
@@ -308,7 +308,7 @@ fn waiting_bodies_count_against_the_pool() {
                     shard,
                     body,
                     (a.precision, a.form.clone()),
-                    Some(YieldOnce::default()),
+                    Some(YieldOnce::default),
                     clock,
                 )
                 .await
@@ -346,7 +346,7 @@ fn a_version_switch_while_requests_wait_gives_the_new_versions_bits() {
         &shard,
         body,
         (r.precision, r.form.clone()),
-        Some(YieldOnce::default()),
+        Some(YieldOnce::default),
         clock
     ));
     assert!(poll_once(waiting.as_mut()).is_pending());
@@ -358,4 +358,66 @@ fn a_version_switch_while_requests_wait_gives_the_new_versions_bits() {
     assert_eq!(got.version, b.manifest.version);
     assert_eq!(bits(&got), bits(&alone(&shard, &r).unwrap()));
     let _ = store.now_ms();
+}
+
+#[test]
+fn a_request_waits_for_bodies_still_arriving_but_not_forever() {
+    let m = model(9, 2);
+    let (_store, shard) = shard_of(&m);
+    let (pool, c) = (BodyPool::default(), Coalescer::new());
+    let (a, b) = (ask(1, 1), ask(2, 1));
+    let body_a = received(&pool, &a.bytes).unwrap();
+    let mut fa = pin!(c.answer(
+        &shard,
+        body_a,
+        (a.precision, a.form.clone()),
+        Some(YieldOnce::default),
+        clock
+    ));
+    // b's body is on its way: a keeps yielding instead of computing alone.
+    let body_b = pool.acquire(64, CAP, 0.0).unwrap();
+    body_b.push(&b.bytes[..100], CAP, 0.0).unwrap();
+    for _ in 0..4 {
+        assert!(poll_once(fa.as_mut()).is_pending());
+    }
+    assert_eq!(c.stats().passes(), 0);
+    body_b.push(&b.bytes[100..], CAP, 0.0).unwrap();
+    let mut fb = pin!(c.answer(
+        &shard,
+        body_b,
+        (b.precision, b.form.clone()),
+        Some(YieldOnce::default),
+        clock
+    ));
+    assert!(poll_once(fb.as_mut()).is_pending());
+    let got_a = block_on(fa).unwrap();
+    assert_eq!(got_a.pass_vectors, 2, "b joined a's pass");
+    assert_eq!(bits(&got_a), bits(&alone(&shard, &a).unwrap()));
+    assert_eq!(
+        bits(&block_on(fb).unwrap()),
+        bits(&alone(&shard, &b).unwrap())
+    );
+
+    // A body that never completes holds a pass back for at most MAX_TURNS turns.
+    let trickle = pool.acquire(64, CAP, 0.0).unwrap();
+    trickle.push(&[0; 4], CAP, 0.0).unwrap();
+    let d = ask(3, 1);
+    let body_d = received(&pool, &d.bytes).unwrap();
+    let mut fd = pin!(c.answer(
+        &shard,
+        body_d,
+        (d.precision, d.form.clone()),
+        Some(YieldOnce::default),
+        clock
+    ));
+    let mut polls = 1;
+    while poll_once(fd.as_mut()).is_pending() {
+        polls += 1;
+        assert!(
+            polls <= 2 * (MAX_TURNS + 1),
+            "still waiting after {polls} polls"
+        );
+    }
+    assert_eq!(c.stats().by_vectors[0], 1, "d computed alone");
+    drop(trickle);
 }

@@ -109,8 +109,10 @@ export class LmHeadClient {
    * @param {number} [o.timeoutMs=30000] per request
    * @param {number} [o.retries=4] per shard, after the first attempt
    * @param {Function} [o.fetch=globalThis.fetch] with `endpoints`
+   * @param {"exact"|"int8"} [o.precision="exact"] the shards' mode (`?precision=`)
    */
-  constructor({ endpoints, fetchers, token, manifestVersion, timeoutMs = 30_000, retries = 4, fetch = globalThis.fetch } = {}) {
+  constructor({ endpoints, fetchers, token, manifestVersion, timeoutMs = 30_000, retries = 4, fetch = globalThis.fetch, precision = "exact" } = {}) {
+    if (precision !== "exact" && precision !== "int8") throw new TypeError(`precision must be "exact" or "int8", not ${precision}`);
     if (!!endpoints === !!fetchers) throw new TypeError("give endpoints or fetchers (one per shard)");
     const list = endpoints ?? fetchers;
     if (!Array.isArray(list) || list.length === 0) throw new TypeError("endpoints/fetchers must be a non-empty array");
@@ -122,7 +124,7 @@ export class LmHeadClient {
       if (typeof s?.fetch !== "function") throw new TypeError(`fetcher ${i} has no fetch method`);
       return { url: `https://shard-${i}${ROUTE}`, fetch: (url, init) => s.fetch(url, init) };
     });
-    Object.assign(this, { token, manifestVersion, timeoutMs, retries });
+    Object.assign(this, { token, manifestVersion, timeoutMs, retries, precision });
   }
 
   /**
@@ -304,7 +306,8 @@ export class LmHeadClient {
 
   async #askShard(i, query, b) {
     const shard = this.shards[i];
-    const url = query ? `${shard.url}?${query}` : shard.url;
+    const q = [query, this.precision === "int8" ? "precision=int8" : ""].filter(Boolean).join("&");
+    const url = q ? `${shard.url}?${q}` : shard.url;
     const headers = { "Content-Type": "application/octet-stream" };
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
     for (let attempt = 0; ; attempt++) {

@@ -42,6 +42,8 @@ export interface ClientOptions {
   retries?: number;
   /** The fetch used with `endpoints`; default globalThis.fetch. */
   fetch?: (input: string, init?: RequestInit) => Promise<Response>;
+  /** The shards' mode: "exact" (default) or "int8" (kquant's fast mode, `?precision=int8`). */
+  precision?: "exact" | "int8";
 }
 
 /**

@@ -66,6 +66,13 @@ test("sample equals the CLI's local sample: plain temperatures, filters, greedy"
   }
 });
 
+test("precision int8: the shards' fast mode, the CLI's --int8 sample", async () => {
+  const got = await client({ precision: "int8" }).sample(hidden, { temperature: 0.9, seed: 12 });
+  const want = parseSample(await local("sample", "--temperature", "0.9", "--seed", "12", "--int8"));
+  assert.deepEqual({ token: got.token, logit: got.logit, logprob: got.logprob.toFixed(6) }, want);
+  assert.throws(() => client({ precision: "fp16" }), TypeError);
+});
+
 test("topK and logprobs equal the CLI's local results", async () => {
   const c = client();
   const top = await c.topK(hidden, 20);

@@ -1,0 +1,194 @@
+#!/usr/bin/env node
+// The decode-loop benchmark a user reads: C concurrent decoding streams, each a closed loop of
+// `POST /next-token` (a fresh hidden vector per step, plain sampling at T = 0.8) through the
+// example inference Worker (examples/inference-worker, bundled as for a deploy, in its own
+// workerd) and eight shards of an lm-head (its own workerd, local R2), on loopback. Per C:
+// tokens/s, p50/p99 per-token latency, shard compute per token (the shards' own pass timings,
+// from /healthz), subrequests and body bytes per token, mean vectors per pass — for the shards'
+// coalescing off (`COALESCE = "0"`) and on, in the same run, exact and int8.
+//
+//   node benches/serving/run.mjs [--shape qwen2.5-7b] [--concurrency 1,4,16,32] [--tokens 24]
+//        [--json FILE] [--svg FILE]      (after scripts/build-worker.sh, build-client-js.sh and
+//                                         cargo build --release -p cobordism; see
+//                                         scripts/serving-bench.sh)
+import { parseArgs } from "node:util";
+import { existsSync, mkdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { Miniflare } from "miniflare";
+import { startShards } from "../../worker/local.mjs";
+import { bundleForDeploy, cli, hiddenBytes, seed, TOKEN } from "../../tests/worker/helpers.mjs";
+
+const ROOT = join(import.meta.dirname, "..", "..");
+const { values } = parseArgs({
+  options: {
+    shape: { type: "string", default: "qwen2.5-7b" },
+    type: { type: "string", default: "q6_k" },
+    layout: { type: "string", default: "packed6" },
+    concurrency: { type: "string", default: "1,4,16,32" },
+    precisions: { type: "string", default: "exact,int8" },
+    tokens: { type: "string", default: "24" }, // at least this many measured tokens per C, 4 per stream at least
+    json: { type: "string" },
+    svg: { type: "string" },
+  },
+});
+const levels = values.concurrency.split(",").map(Number);
+const precisions = values.precisions.split(",");
+const work = join(ROOT, "target", "serving");
+mkdirSync(work, { recursive: true });
+const log = (...a) => console.error("[serving]", ...a);
+
+// The model: synthesized once per shape, sliced for eight shards, kept in a local R2 state.
+const modelDir = join(work, `${values.shape}-${values.type}-${values.layout}`);
+const slices = join(modelDir, "slices");
+if (!existsSync(join(slices, "manifest.json"))) {
+  log(`synthesizing a ${values.shape} ${values.type} lm-head…`);
+  rmSync(modelDir, { recursive: true, force: true });
+  mkdirSync(modelDir, { recursive: true });
+  cli("synth", "--out", join(modelDir, "m.gguf"), "--shape", values.shape, "--type", values.type, "--seed", "1");
+  cli("slice", "--gguf", join(modelDir, "m.gguf"), "--shards", "8", "--out", slices, "--layout", values.layout);
+  rmSync(join(modelDir, "m.gguf"));
+}
+const manifest = JSON.parse(readFileSync(join(slices, "manifest.json"), "utf8"));
+const model = { slices, manifest };
+const hidden = manifest.hidden;
+
+const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+
+/** Sum over shards of their /healthz pass counters. */
+async function passes(endpoints) {
+  const all = await Promise.all(endpoints.map(async (e) => (await (await fetch(`${e}/healthz`, { headers: { Authorization: `Bearer ${TOKEN}` } })).json()).passes));
+  return all.reduce((s, p) => ({ count: s.count + p.count, vectors: s.vectors + p.vectors, compute_ms: s.compute_ms + p.compute_ms }), { count: 0, vectors: 0, compute_ms: 0 });
+}
+
+/** One `/next-token`; retried once if loopback closed a kept-alive connection before answering. */
+async function nextToken(url, body, query) {
+  const send = () => fetch(`${url}/next-token?${query}`, { method: "POST", body });
+  let r;
+  try {
+    r = await send();
+  } catch (e) {
+    if (!["UND_ERR_SOCKET", "ECONNRESET"].includes(e?.cause?.code)) throw e;
+    r = await send();
+  }
+  const got = await r.json();
+  if (r.status !== 200) throw new Error(`next-token: ${r.status} ${JSON.stringify(got)}`);
+  return got;
+}
+
+/** C closed-loop streams of `steps` tokens each (after one unmeasured step per stream). */
+async function run(url, shardEndpoints, precision, c, steps) {
+  const stream = async (s, from, count, latencies) => {
+    for (let step = from; step < from + count; step++) {
+      const body = hiddenBytes(hidden, 1 + s * 10_000 + step);
+      const t = performance.now();
+      await nextToken(url, body, `temperature=0.8&seed=${step}&precision=${precision}`);
+      latencies?.push(performance.now() - t);
+    }
+  };
+  await Promise.all(Array.from({ length: c }, (_, s) => stream(s, 0, 1)));
+  const before = await passes(shardEndpoints);
+  const latencies = [];
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: c }, (_, s) => stream(s, 1, steps, latencies)));
+  const seconds = (performance.now() - t0) / 1000;
+  const after = await passes(shardEndpoints);
+  const tokens = latencies.length;
+  latencies.sort((a, b) => a - b);
+  const d = { count: after.count - before.count, vectors: after.vectors - before.vectors, compute_ms: after.compute_ms - before.compute_ms };
+  return {
+    tokens,
+    tokens_per_s: tokens / seconds,
+    p50_ms: quantile(latencies, 0.5),
+    p99_ms: quantile(latencies, 0.99),
+    shard_compute_ms_per_token: d.compute_ms / tokens,
+    subrequests_per_token: d.vectors / tokens, // one vector per shard request here
+    bytes_up_per_token: (d.vectors / tokens) * 4 * hidden,
+    bytes_down_per_token: (d.vectors / tokens) * 20,
+    vectors_per_pass: d.vectors / d.count,
+  };
+}
+
+const bundleDir = join(work, "bundle");
+mkdirSync(bundleDir, { recursive: true });
+const script = bundleForDeploy(join(ROOT, "examples", "inference-worker"), bundleDir);
+const state = join(work, "state");
+let seeded = false;
+const rows = [];
+for (const coalesce of ["off", "on"]) {
+  const shards = await startShards({ shards: 8, state, authToken: TOKEN, vars: { COALESCE: coalesce === "on" ? "1" : "0" } });
+  const inference = new Miniflare({
+    name: "inference",
+    modules: true,
+    scriptPath: script,
+    modulesRoot: join(bundleDir, "out"),
+    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+    compatibilityDate: "2026-04-01",
+    bindings: { SHARD_URLS: shards.endpoints.join(","), SHARD_TOKEN: TOKEN },
+    unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
+  });
+  try {
+    if (!seeded) {
+      log("uploading the slices into the local R2 state…");
+      await seed(await shards.bucket(), model);
+      seeded = true;
+    }
+    await inference.ready;
+    const url = (await inference.unsafeGetDirectURL()).toString().replace(/\/$/, "");
+    for (const precision of precisions) {
+      for (const c of levels) {
+        const steps = Math.max(4, Math.ceil(Number(values.tokens) / c));
+        const r = await run(url, shards.endpoints, precision, c, steps);
+        log(`coalescing ${coalesce}, ${precision}, C = ${c}: ${r.tokens_per_s.toFixed(2)} tokens/s, p50 ${r.p50_ms.toFixed(0)} ms, p99 ${r.p99_ms.toFixed(0)} ms, ${r.vectors_per_pass.toFixed(2)} vectors/pass`);
+        rows.push({ coalesce, precision, c, ...r });
+      }
+    }
+  } finally {
+    await inference.dispose();
+    await shards.dispose();
+  }
+}
+
+// Markdown: one row per precision and C, off beside on, and the ratios.
+const f = (x, d = 1) => x.toFixed(d);
+console.log(`${manifest.model} ${manifest.dtype} (${values.layout}) ${hidden} × ${manifest.vocab}, 8 shards of ${(manifest.shards[0].bytes / 1048576).toFixed(1)} MiB; plain sampling (T = 0.8), one fresh hidden vector per step.\n`);
+console.log("| precision | C | tokens/s off → on | ratio | p50 ms off → on | p99 ms off → on | shard compute ms/token off → on | vectors/pass on | subrequests/token | bytes/token up + down |");
+console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+for (const precision of precisions) {
+  for (const c of levels) {
+    const [off, on] = ["off", "on"].map((m) => rows.find((r) => r.coalesce === m && r.precision === precision && r.c === c));
+    console.log(`| ${precision} | ${c} | ${f(off.tokens_per_s, 2)} → ${f(on.tokens_per_s, 2)} | ${f(on.tokens_per_s / off.tokens_per_s, 2)}× | ${f(off.p50_ms, 0)} → ${f(on.p50_ms, 0)} | ${f(off.p99_ms, 0)} → ${f(on.p99_ms, 0)} | ${f(off.shard_compute_ms_per_token)} → ${f(on.shard_compute_ms_per_token)} | ${f(on.vectors_per_pass, 2)} | ${f(on.subrequests_per_token, 0)} | ${on.bytes_up_per_token} + ${on.bytes_down_per_token} |`);
+  }
+}
+if (values.json) writeFileSync(values.json, JSON.stringify(rows, null, 1));
+if (values.svg) writeFileSync(values.svg, chart(rows));
+
+/** Tokens/s and p99 against C, a line per precision and coalescing mode. */
+function chart(rows) {
+  const panel = (key, label, x0) => {
+    const w = 360, h = 220, top = 40, left = x0 + 50;
+    const max = Math.max(...rows.map((r) => r[key])) * 1.1;
+    const xs = (c) => left + (levels.indexOf(c) / Math.max(1, levels.length - 1)) * w;
+    const ys = (v) => top + h - (v / max) * h;
+    const colors = { "exact off": "#9bb7e8", "exact on": "#2a6fdb", "int8 off": "#f0b27a", "int8 on": "#d35400" };
+    const out = [`<text x="${left}" y="${top - 16}" font-weight="bold">${label}</text>`,
+      `<line x1="${left}" y1="${top + h}" x2="${left + w}" y2="${top + h}" stroke="#444"/>`,
+      `<line x1="${left}" y1="${top}" x2="${left}" y2="${top + h}" stroke="#444"/>`];
+    for (const c of levels) out.push(`<text x="${xs(c)}" y="${top + h + 16}" text-anchor="middle">C = ${c}</text>`);
+    for (let i = 0; i <= 4; i++) out.push(`<text x="${left - 6}" y="${ys((max * i) / 4) + 4}" text-anchor="end">${((max * i) / 4).toFixed(max < 10 ? 1 : 0)}</text>`);
+    for (const [name, color] of Object.entries(colors)) {
+      const [precision, mode] = name.split(" ");
+      const pts = rows.filter((r) => r.precision === precision && r.coalesce === mode).map((r) => `${xs(r.c).toFixed(1)},${ys(r[key]).toFixed(1)}`);
+      if (pts.length) out.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.join(" ")}"/>`);
+    }
+    return out.join("\n");
+  };
+  const legend = Object.entries({ "exact, coalescing off": "#9bb7e8", "exact, on": "#2a6fdb", "int8, off": "#f0b27a", "int8, on": "#d35400" })
+    .map(([name, color], i) => `<rect x="${60 + i * 170}" y="300" width="14" height="4" fill="${color}"/><text x="${80 + i * 170}" y="306">${name}</text>`).join("\n");
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="880" height="320" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+${panel("tokens_per_s", "tokens/s (higher is better)", 0)}
+${panel("p99_ms", "p99 ms per token (lower is better)", 440)}
+${legend}
+</svg>
+`;
+}
