@@ -26,6 +26,7 @@ const { values } = parseArgs({
     layout: { type: "string", default: "packed6" },
     concurrency: { type: "string", default: "1,4,16,32" },
     precisions: { type: "string", default: "exact,int8" },
+    modes: { type: "string", default: "off,on" }, // the shards' coalescing
     tokens: { type: "string", default: "24" }, // at least this many measured tokens per C, 4 per stream at least
     json: { type: "string" },
     svg: { type: "string" },
@@ -57,7 +58,8 @@ const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q 
 /** Sum over shards of their /healthz pass counters. */
 async function passes(endpoints) {
   const all = await Promise.all(endpoints.map(async (e) => (await (await fetch(`${e}/healthz`, { headers: { Authorization: `Bearer ${TOKEN}` } })).json()).passes));
-  return all.reduce((s, p) => ({ count: s.count + p.count, vectors: s.vectors + p.vectors, compute_ms: s.compute_ms + p.compute_ms }), { count: 0, vectors: 0, compute_ms: 0 });
+  const add = (s, p) => ({ count: s.count + p.count, vectors: s.vectors + p.vectors, compute_ms: s.compute_ms + p.compute_ms, by_vectors: s.by_vectors.map((n, i) => n + p.by_vectors[i]) });
+  return all.reduce(add, { count: 0, vectors: 0, compute_ms: 0, by_vectors: Array(8).fill(0) });
 }
 
 /** One `/next-token`; retried once if loopback closed a kept-alive connection before answering. */
@@ -95,6 +97,7 @@ async function run(url, shardEndpoints, precision, c, steps) {
   const tokens = latencies.length;
   latencies.sort((a, b) => a - b);
   const d = { count: after.count - before.count, vectors: after.vectors - before.vectors, compute_ms: after.compute_ms - before.compute_ms };
+  const byVectors = after.by_vectors.map((n, i) => n - before.by_vectors[i]);
   return {
     tokens,
     tokens_per_s: tokens / seconds,
@@ -105,6 +108,7 @@ async function run(url, shardEndpoints, precision, c, steps) {
     bytes_up_per_token: (d.vectors / tokens) * 4 * hidden,
     bytes_down_per_token: (d.vectors / tokens) * 20,
     vectors_per_pass: d.vectors / d.count,
+    passes_by_vectors: byVectors,
   };
 }
 
@@ -114,7 +118,7 @@ const script = bundleForDeploy(join(ROOT, "examples", "inference-worker"), bundl
 const state = join(work, "state");
 let seeded = false;
 const rows = [];
-for (const coalesce of ["off", "on"]) {
+for (const coalesce of values.modes.split(",")) {
   const shards = await startShards({ shards: 8, state, authToken: TOKEN, vars: { COALESCE: coalesce === "on" ? "1" : "0" } });
   const inference = new Miniflare({
     name: "inference",
@@ -138,7 +142,7 @@ for (const coalesce of ["off", "on"]) {
       for (const c of levels) {
         const steps = Math.max(4, Math.ceil(Number(values.tokens) / c));
         const r = await run(url, shards.endpoints, precision, c, steps);
-        log(`coalescing ${coalesce}, ${precision}, C = ${c}: ${r.tokens_per_s.toFixed(2)} tokens/s, p50 ${r.p50_ms.toFixed(0)} ms, p99 ${r.p99_ms.toFixed(0)} ms, ${r.vectors_per_pass.toFixed(2)} vectors/pass`);
+        log(`coalescing ${coalesce}, ${precision}, C = ${c}: ${r.tokens_per_s.toFixed(2)} tokens/s, p50 ${r.p50_ms.toFixed(0)} ms, p99 ${r.p99_ms.toFixed(0)} ms, ${r.vectors_per_pass.toFixed(2)} vectors/pass ${JSON.stringify(r.passes_by_vectors)}`);
         rows.push({ coalesce, precision, c, ...r });
       }
     }

@@ -68,6 +68,8 @@ async fn read_body(req: &mut Request, body: &Body, cap: usize) -> Result<(), Api
 /// exact cap for its hidden size and in one of the body buffers the memory budget allows.
 pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Response, ApiError> {
     let Query { form, precision } = query(req)?;
+    let passes = PASSES.with(Rc::clone);
+    let arrival = passes.arrive();
     let declared = declared_length(
         header(req, "Content-Length").as_deref(),
         header(req, "Transfer-Encoding").as_deref(),
@@ -91,11 +93,10 @@ pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Res
     // Coalescing on: one turn of the event loop lets the requests whose bodies arrived
     // meanwhile join this one's pass.
     let next_turn = cfg.coalesce.then_some(|| Delay::from(Duration::ZERO));
-    let passes = PASSES.with(Rc::clone);
     let answer = passes
         .answer(
             &shard,
-            body,
+            (arrival, body),
             (precision, form.clone()),
             next_turn,
             js_sys::Date::now,

@@ -106,15 +106,6 @@ impl BodyPool {
         })
     }
 
-    /// How many bodies are still being received (leased, not yet [`Body::complete`]).
-    pub fn receiving(&self) -> usize {
-        let pool = self.0.borrow();
-        pool.slots
-            .iter()
-            .filter(|s| s.lease != 0 && s.last_progress_ms.is_finite())
-            .count()
-    }
-
     /// How many bodies are being received now (for `/healthz`).
     pub fn in_flight(&self) -> usize {
         let pool = self.0.borrow();
@@ -151,11 +142,6 @@ impl Body {
         {
             slot.last_progress_ms = f64::INFINITY;
         }
-    }
-
-    /// The pool the body was received into.
-    pub fn pool(&self) -> BodyPool {
-        self.pool.clone()
     }
 
     /// Runs `f` on the body received so far.

@@ -19,7 +19,7 @@ mod settings;
 mod store;
 
 pub use bodies::{too_large, Body, BodyPool};
-pub use coalesce::{Answer, Coalescer, PassStats, MAX_TURNS};
+pub use coalesce::{Answer, Arrival, Coalescer, PassStats, MAX_TURNS};
 pub use error::ShardError;
 pub use framing::{declared_length, unreadable};
 pub use resident::{replaced, Health, Residency, Resident, Shard};

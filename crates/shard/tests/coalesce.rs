@@ -73,7 +73,7 @@ fn alone(shard: &Shard, a: &Ask) -> Result<Answer, ShardError> {
     let c = Coalescer::new();
     block_on(c.answer(
         shard,
-        body,
+        (c.arrive(), body),
         (a.precision, a.form.clone()),
         None::<fn() -> YieldOnce>,
         clock,
@@ -92,7 +92,7 @@ fn together(shard: &Shard, asks: &[Ask]) -> (Vec<Result<Answer, ShardError>>, Co
             Box::pin(async move {
                 c.answer(
                     shard,
-                    body?,
+                    (c.arrive(), body?),
                     (a.precision, a.form.clone()),
                     Some(YieldOnce::default),
                     clock,
@@ -252,7 +252,7 @@ fn an_abandoned_request_stalls_nobody_and_gives_its_buffer_back() {
         let body = received(&pool, &a.bytes).unwrap();
         Box::pin(c.answer(
             &shard,
-            body,
+            (c.arrive(), body),
             (a.precision, a.form.clone()),
             Some(YieldOnce::default),
             clock,
@@ -306,7 +306,7 @@ fn waiting_bodies_count_against_the_pool() {
                 body.push(&a.bytes, CAP, 0.0)?;
                 c.answer(
                     shard,
-                    body,
+                    (c.arrive(), body),
                     (a.precision, a.form.clone()),
                     Some(YieldOnce::default),
                     clock,
@@ -344,7 +344,7 @@ fn a_version_switch_while_requests_wait_gives_the_new_versions_bits() {
     let body = received(&pool, &r.bytes).unwrap();
     let mut waiting = pin!(c.answer(
         &shard,
-        body,
+        (c.arrive(), body),
         (r.precision, r.form.clone()),
         Some(YieldOnce::default),
         clock
@@ -361,7 +361,7 @@ fn a_version_switch_while_requests_wait_gives_the_new_versions_bits() {
 }
 
 #[test]
-fn a_request_waits_for_bodies_still_arriving_but_not_forever() {
+fn a_request_waits_for_requests_on_their_way_but_not_forever() {
     let m = model(9, 2);
     let (_store, shard) = shard_of(&m);
     let (pool, c) = (BodyPool::default(), Coalescer::new());
@@ -369,12 +369,13 @@ fn a_request_waits_for_bodies_still_arriving_but_not_forever() {
     let body_a = received(&pool, &a.bytes).unwrap();
     let mut fa = pin!(c.answer(
         &shard,
-        body_a,
+        (c.arrive(), body_a),
         (a.precision, a.form.clone()),
         Some(YieldOnce::default),
         clock
     ));
-    // b's body is on its way: a keeps yielding instead of computing alone.
+    // b has arrived and its body is on its way: a keeps yielding instead of computing alone.
+    let arrival_b = c.arrive();
     let body_b = pool.acquire(64, CAP, 0.0).unwrap();
     body_b.push(&b.bytes[..100], CAP, 0.0).unwrap();
     for _ in 0..4 {
@@ -384,7 +385,7 @@ fn a_request_waits_for_bodies_still_arriving_but_not_forever() {
     body_b.push(&b.bytes[100..], CAP, 0.0).unwrap();
     let mut fb = pin!(c.answer(
         &shard,
-        body_b,
+        (arrival_b, body_b),
         (b.precision, b.form.clone()),
         Some(YieldOnce::default),
         clock
@@ -398,14 +399,13 @@ fn a_request_waits_for_bodies_still_arriving_but_not_forever() {
         bits(&alone(&shard, &b).unwrap())
     );
 
-    // A body that never completes holds a pass back for at most MAX_TURNS turns.
-    let trickle = pool.acquire(64, CAP, 0.0).unwrap();
-    trickle.push(&[0; 4], CAP, 0.0).unwrap();
+    // A request whose body never completes holds a pass back for at most MAX_TURNS turns.
+    let trickle = c.arrive();
     let d = ask(3, 1);
     let body_d = received(&pool, &d.bytes).unwrap();
     let mut fd = pin!(c.answer(
         &shard,
-        body_d,
+        (c.arrive(), body_d),
         (d.precision, d.form.clone()),
         Some(YieldOnce::default),
         clock
@@ -420,4 +420,48 @@ fn a_request_waits_for_bodies_still_arriving_but_not_forever() {
     }
     assert_eq!(c.stats().by_vectors[0], 1, "d computed alone");
     drop(trickle);
+}
+
+#[test]
+fn under_load_a_pass_waits_its_turns_to_fill_up_a_lone_caller_does_not() {
+    let m = model(10, 2);
+    let (_store, shard) = shard_of(&m);
+    let (pool, c) = (BodyPool::default(), Coalescer::new());
+    let start = |a: &Ask| {
+        let body = received(&pool, &a.bytes).unwrap();
+        Box::pin(c.answer(
+            &shard,
+            (c.arrive(), body),
+            (a.precision, a.form.clone()),
+            Some(YieldOnce::default),
+            clock,
+        ))
+    };
+    /// Polls until done: the answer and the polls it took (one per turn waited, plus the last).
+    fn polls<F: Future + Unpin>(mut f: F) -> (F::Output, usize) {
+        let mut n = 1;
+        loop {
+            if let Poll::Ready(v) = poll_once(Pin::new(&mut f)) {
+                return (v, n);
+            }
+            n += 1;
+        }
+    }
+    let (lone, n) = polls(start(&ask(1, 1)));
+    assert_eq!(
+        (lone.unwrap().pass_vectors, n),
+        (1, 2),
+        "alone: one turn, then its pass"
+    );
+    // Two at once: the pass had company, so the isolate counts as loaded.
+    let (mut a, mut b) = (start(&ask(2, 1)), start(&ask(3, 1)));
+    assert!(poll_once(a.as_mut()).is_pending() && poll_once(b.as_mut()).is_pending());
+    assert_eq!(block_on(a).unwrap().pass_vectors, 2);
+    assert_eq!(block_on(b).unwrap().pass_vectors, 2);
+    // Under load a request waits up to MAX_TURNS turns for company before computing alone...
+    let (d, n) = polls(start(&ask(4, 1)));
+    assert_eq!((d.unwrap().pass_vectors, n), (1, MAX_TURNS + 1));
+    // ...after which the isolate is no longer loaded: the next lone caller waits one turn.
+    let (e, n) = polls(start(&ask(5, 1)));
+    assert_eq!((e.unwrap().pass_vectors, n), (1, 2));
 }
