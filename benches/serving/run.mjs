@@ -4,8 +4,10 @@
 // example inference Worker (examples/inference-worker, bundled as for a deploy, in its own
 // workerd) and eight shards of an lm-head (its own workerd, local R2), on loopback. Per C:
 // tokens/s, p50/p99 per-token latency, shard compute per token (the shards' own pass timings,
-// from /healthz), subrequests and body bytes per token, mean vectors per pass — for the shards'
-// coalescing off (`COALESCE = "0"`) and on, in the same run, exact and int8.
+// from /healthz), subrequests and body bytes per token, mean vectors per pass — with coalescing
+// off (the shards' `COALESCE = "0"`), on in the shards, and on in the shards and in the client
+// (`@cobordism/client`'s `coalesce`, the example's `CLIENT_COALESCE = "1"`), in the same run,
+// exact and int8.
 //
 //   node benches/serving/run.mjs [--shape qwen2.5-7b] [--concurrency 1,4,16,32] [--tokens 24]
 //        [--json FILE] [--svg FILE]      (after scripts/build-worker.sh, build-client-js.sh and
@@ -26,7 +28,8 @@ const { values } = parseArgs({
     layout: { type: "string", default: "packed6" },
     concurrency: { type: "string", default: "1,4,16,32" },
     precisions: { type: "string", default: "exact,int8" },
-    modes: { type: "string", default: "off,on" }, // the shards' coalescing
+    // The shards' coalescing off, on, and on with the client's coalescing too.
+    modes: { type: "string", default: "off,on,on+client" },
     tokens: { type: "string", default: "24" }, // at least this many measured tokens per C, 4 per stream at least
     json: { type: "string" },
     svg: { type: "string" },
@@ -59,7 +62,8 @@ const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q 
 async function passes(endpoints) {
   const all = await Promise.all(endpoints.map(async (e) => (await (await fetch(`${e}/healthz`, { headers: { Authorization: `Bearer ${TOKEN}` } })).json()).passes));
   const add = (s, p) => ({ count: s.count + p.count, vectors: s.vectors + p.vectors, compute_ms: s.compute_ms + p.compute_ms, by_vectors: s.by_vectors.map((n, i) => n + p.by_vectors[i]) });
-  return all.reduce(add, { count: 0, vectors: 0, compute_ms: 0, by_vectors: Array(8).fill(0) });
+  const sum = all.reduce(add, { count: 0, vectors: 0, compute_ms: 0, by_vectors: Array(8).fill(0) });
+  return { ...sum, requests: all.reduce((s, p) => s + p.requests, 0) };
 }
 
 /** One `/next-token`; retried once if loopback closed a kept-alive connection before answering. */
@@ -96,7 +100,7 @@ async function run(url, shardEndpoints, precision, c, steps) {
   const after = await passes(shardEndpoints);
   const tokens = latencies.length;
   latencies.sort((a, b) => a - b);
-  const d = { count: after.count - before.count, vectors: after.vectors - before.vectors, compute_ms: after.compute_ms - before.compute_ms };
+  const d = { count: after.count - before.count, vectors: after.vectors - before.vectors, requests: after.requests - before.requests, compute_ms: after.compute_ms - before.compute_ms };
   const byVectors = after.by_vectors.map((n, i) => n - before.by_vectors[i]);
   return {
     tokens,
@@ -104,9 +108,9 @@ async function run(url, shardEndpoints, precision, c, steps) {
     p50_ms: quantile(latencies, 0.5),
     p99_ms: quantile(latencies, 0.99),
     shard_compute_ms_per_token: d.compute_ms / tokens,
-    subrequests_per_token: d.vectors / tokens, // one vector per shard request here
+    subrequests_per_token: d.requests / tokens,
     bytes_up_per_token: (d.vectors / tokens) * 4 * hidden,
-    bytes_down_per_token: (d.vectors / tokens) * 20,
+    bytes_down_per_token: (d.vectors / tokens) * 20, // a 20-byte section per vector and shard
     vectors_per_pass: d.vectors / d.count,
     passes_by_vectors: byVectors,
   };
@@ -119,7 +123,7 @@ const state = join(work, "state");
 let seeded = false;
 const rows = [];
 for (const coalesce of values.modes.split(",")) {
-  const shards = await startShards({ shards: 8, state, authToken: TOKEN, vars: { COALESCE: coalesce === "on" ? "1" : "0" } });
+  const shards = await startShards({ shards: 8, state, authToken: TOKEN, vars: { COALESCE: coalesce === "off" ? "0" : "1" } });
   const inference = new Miniflare({
     name: "inference",
     modules: true,
@@ -127,7 +131,7 @@ for (const coalesce of values.modes.split(",")) {
     modulesRoot: join(bundleDir, "out"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: "2026-04-01",
-    bindings: { SHARD_URLS: shards.endpoints.join(","), SHARD_TOKEN: TOKEN },
+    bindings: { SHARD_URLS: shards.endpoints.join(","), SHARD_TOKEN: TOKEN, CLIENT_COALESCE: coalesce.includes("client") ? "1" : "0" },
     unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
   });
   try {
@@ -152,15 +156,21 @@ for (const coalesce of values.modes.split(",")) {
   }
 }
 
-// Markdown: one row per precision and C, off beside on, and the ratios.
+// Markdown: one row per precision, C and mode, with the ratio to coalescing off at that C.
 const f = (x, d = 1) => x.toFixed(d);
+const modes = values.modes.split(",");
+const label = { off: "off", on: "shards", "on+client": "shards + client" };
 console.log(`${manifest.model} ${manifest.dtype} (${values.layout}) ${hidden} × ${manifest.vocab}, 8 shards of ${(manifest.shards[0].bytes / 1048576).toFixed(1)} MiB; plain sampling (T = 0.8), one fresh hidden vector per step.\n`);
-console.log("| precision | C | tokens/s off → on | ratio | p50 ms off → on | p99 ms off → on | shard compute ms/token off → on | vectors/pass on | subrequests/token | bytes/token up + down |");
-console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+console.log("| precision | C | coalescing | tokens/s | × off | p50 ms | p99 ms | shard compute ms/token | vectors/pass | subrequests/token | body bytes/token up + down |");
+console.log("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const precision of precisions) {
   for (const c of levels) {
-    const [off, on] = ["off", "on"].map((m) => rows.find((r) => r.coalesce === m && r.precision === precision && r.c === c));
-    console.log(`| ${precision} | ${c} | ${f(off.tokens_per_s, 2)} → ${f(on.tokens_per_s, 2)} | ${f(on.tokens_per_s / off.tokens_per_s, 2)}× | ${f(off.p50_ms, 0)} → ${f(on.p50_ms, 0)} | ${f(off.p99_ms, 0)} → ${f(on.p99_ms, 0)} | ${f(off.shard_compute_ms_per_token)} → ${f(on.shard_compute_ms_per_token)} | ${f(on.vectors_per_pass, 2)} | ${f(on.subrequests_per_token, 0)} | ${on.bytes_up_per_token} + ${on.bytes_down_per_token} |`);
+    const off = rows.find((r) => r.coalesce === "off" && r.precision === precision && r.c === c);
+    for (const mode of modes) {
+      const r = rows.find((x) => x.coalesce === mode && x.precision === precision && x.c === c);
+      const ratio = off ? `${f(r.tokens_per_s / off.tokens_per_s, 2)}×` : "–";
+      console.log(`| ${precision} | ${c} | ${label[mode] ?? mode} | ${f(r.tokens_per_s, 2)} | ${ratio} | ${f(r.p50_ms, 0)} | ${f(r.p99_ms, 0)} | ${f(r.shard_compute_ms_per_token)} | ${f(r.vectors_per_pass, 2)} | ${f(r.subrequests_per_token, 1)} | ${r.bytes_up_per_token} + ${r.bytes_down_per_token} |`);
+    }
   }
 }
 if (values.json) writeFileSync(values.json, JSON.stringify(rows, null, 1));
@@ -173,7 +183,7 @@ function chart(rows) {
     const max = Math.max(...rows.map((r) => r[key])) * 1.1;
     const xs = (c) => left + (levels.indexOf(c) / Math.max(1, levels.length - 1)) * w;
     const ys = (v) => top + h - (v / max) * h;
-    const colors = { "exact off": "#9bb7e8", "exact on": "#2a6fdb", "int8 off": "#f0b27a", "int8 on": "#d35400" };
+    const colors = { "exact off": "#9bb7e8", "exact on": "#2a6fdb", "exact on+client": "#0b2e6b", "int8 off": "#f0b27a", "int8 on": "#d35400", "int8 on+client": "#6e2c00" };
     const out = [`<text x="${left}" y="${top - 16}" font-weight="bold">${label}</text>`,
       `<line x1="${left}" y1="${top + h}" x2="${left + w}" y2="${top + h}" stroke="#444"/>`,
       `<line x1="${left}" y1="${top}" x2="${left}" y2="${top + h}" stroke="#444"/>`];
@@ -186,9 +196,9 @@ function chart(rows) {
     }
     return out.join("\n");
   };
-  const legend = Object.entries({ "exact, coalescing off": "#9bb7e8", "exact, on": "#2a6fdb", "int8, off": "#f0b27a", "int8, on": "#d35400" })
-    .map(([name, color], i) => `<rect x="${60 + i * 170}" y="300" width="14" height="4" fill="${color}"/><text x="${80 + i * 170}" y="306">${name}</text>`).join("\n");
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="880" height="320" font-family="sans-serif" font-size="12">
+  const legend = Object.entries({ "exact, coalescing off": "#9bb7e8", "exact, shards": "#2a6fdb", "exact, shards + client": "#0b2e6b", "int8, off": "#f0b27a", "int8, shards": "#d35400", "int8, shards + client": "#6e2c00" })
+    .map(([name, color], i) => `<rect x="${40 + (i % 3) * 280}" y="${296 + Math.floor(i / 3) * 16}" width="14" height="4" fill="${color}"/><text x="${60 + (i % 3) * 280}" y="${302 + Math.floor(i / 3) * 16}">${name}</text>`).join("\n");
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="880" height="336" font-family="sans-serif" font-size="12">
 <rect width="100%" height="100%" fill="white"/>
 ${panel("tokens_per_s", "tokens/s (higher is better)", 0)}
 ${panel("p99_ms", "p99 ms per token (lower is better)", 440)}

@@ -52,7 +52,8 @@ export default {
       const q = new URL(request.url).searchParams;
       const precision = q.get("precision") ?? "exact";
       if (precision !== "exact" && precision !== "int8") throw new BadRequest(`precision must be exact or int8, not ${JSON.stringify(precision)}`);
-      const client = (clients[precision] ??= new LmHeadClient({ endpoints: env.SHARD_URLS.split(",").map((u) => u.trim()), token: env.SHARD_TOKEN, precision }));
+      const coalesce = env.CLIENT_COALESCE === "1"; // concurrent sessions share shard requests
+      const client = (clients[precision] ??= new LmHeadClient({ endpoints: env.SHARD_URLS.split(",").map((u) => u.trim()), token: env.SHARD_TOKEN, precision, coalesce }));
       const o = options(q);
       const bytes = await request.arrayBuffer();
       if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) throw new BadRequest("send the hidden state as little-endian f32");

@@ -141,6 +141,7 @@ fn passes() -> serde_json::Value {
     json!({
         "count": stats.passes(),
         "vectors": stats.vectors(),
+        "requests": stats.requests,
         "by_vectors": stats.by_vectors,
         "compute_ms": stats.compute_ms,
         "waiting": passes.waiting(),

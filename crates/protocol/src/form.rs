@@ -6,6 +6,7 @@
 //! | (none) | all the slice's logits, f32 |
 //! | `top_k=K[&temperature=T]` | a section: the K best `(id, logit)`, the max, `ln Σ exp(z/T)` |
 //! | `temperature=T&seed=S` | a section with one entry: the slice's Gumbel-max winner ([`crate::sampling`]) |
+//! | `temperature=T&seeds=S:V,…` | the same, vector `j` with the noise of seed `S_j` and vector index `V_j` |
 //! | `tokens=ID,ID,…[&temperature=T]` | a section with the asked tokens that fall in the slice, in the order asked |
 //!
 //! Sections share the wire format of [`TopK`]; `T` defaults to 1. [`Query`] reads a whole query:
@@ -19,7 +20,7 @@
 use std::collections::BTreeSet;
 
 use crate::sampling::{check_temperature, log_sum_exp, slice_winner, temperature_error};
-use crate::{encode_f32, parse_top_k, Precision, TopK, MAX_TOP_K};
+use crate::{encode_f32, parse_top_k, Precision, TopK, MAX_BATCH, MAX_TOP_K};
 
 /// What a shard answers for each hidden vector.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,8 +29,16 @@ pub enum Form {
     Logits,
     /// The top `k` and the log-sum-exp at `temperature`.
     TopK { k: usize, temperature: f32 },
-    /// The Gumbel-max winner under `seed` at `temperature`.
+    /// The Gumbel-max winner under `seed` at `temperature` (vector `v` with the noise of
+    /// `(seed, v)`).
     Sample { temperature: f32, seed: u64 },
+    /// The Gumbel-max winner of vector `j` with the noise of `noise[j] = (seed, vector index)`:
+    /// requests of several callers merged into one (`@cobordism/client`'s coalescing) each keep
+    /// the noise, and so the token, they would get alone.
+    SampleEach {
+        temperature: f32,
+        noise: Vec<(u64, u32)>,
+    },
     /// The logits of `tokens` that fall in the slice, and the log-sum-exp at `temperature`.
     Tokens { tokens: Vec<u32>, temperature: f32 },
 }
@@ -72,13 +81,14 @@ pub struct Query {
 impl Query {
     /// Reads a query's `(key, value)` pairs (already percent-decoded). Any parameter given twice
     /// is refused (`bad_query`), whatever its name: a repeated value is never silently dropped.
-    /// Parameters other than `top_k`, `temperature`, `seed`, `tokens` and `precision` are ignored.
+    /// Parameters other than `top_k`, `temperature`, `seed`, `seeds`, `tokens` and `precision`
+    /// are ignored.
     pub fn parse<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Query, FormError> {
         let mut seen = BTreeSet::new();
-        let (mut top_k, mut temperature, mut seed, mut tokens, mut precision) =
-            (None, None, None, None, None);
+        let (mut top_k, mut temperature, mut seed, mut seeds, mut tokens, mut precision) =
+            (None, None, None, None, None, None);
         for (key, value) in pairs {
             if !seen.insert(key) {
                 return Err(refuse(
@@ -90,6 +100,7 @@ impl Query {
                 "top_k" => top_k = Some(value),
                 "temperature" => temperature = Some(value),
                 "seed" => seed = Some(value),
+                "seeds" => seeds = Some(value),
                 "tokens" => tokens = Some(value),
                 "precision" => precision = Some(value),
                 _ => {}
@@ -98,6 +109,12 @@ impl Query {
         let precision = precision.map_or(Ok(Precision::Exact), |v| {
             Precision::parse(v).map_err(|d| refuse("bad_precision", d))
         })?;
+        let seed = match (seed, seeds) {
+            (Some(_), Some(_)) => return Err(refuse("bad_query", "seed and seeds: give one")),
+            (Some(s), None) => Some(Noise::One(s)),
+            (None, Some(list)) => Some(Noise::Each(list)),
+            (None, None) => None,
+        };
         let form = Form::from_values(top_k, temperature, seed, tokens)?;
         Ok(Query { form, precision })
     }
@@ -111,11 +128,11 @@ impl Form {
         Query::parse(query).map(|q| q.form)
     }
 
-    /// The form from the values of `top_k`, `temperature`, `seed` and `tokens`.
+    /// The form from the values of `top_k`, `temperature`, `seed` (or `seeds`) and `tokens`.
     fn from_values(
         top_k: Option<&str>,
         temperature: Option<&str>,
-        seed: Option<&str>,
+        seed: Option<Noise>,
         tokens: Option<&str>,
     ) -> Result<Form, FormError> {
         let t = temperature.map(parse_temperature).transpose()?;
@@ -129,15 +146,19 @@ impl Form {
                 k: parse_top_k(k).map_err(|d| refuse("bad_top_k", d))?,
                 temperature: t.unwrap_or(1.0),
             }),
-            (None, Some(s), None) => Ok(Form::Sample {
-                temperature: t.ok_or_else(|| refuse("bad_query", "seed needs temperature"))?,
-                seed: s.parse().map_err(|_| {
-                    refuse(
-                        "bad_seed",
-                        format!("seed must be an integer from 0 to 2^64 − 1, not {s:?}"),
-                    )
-                })?,
-            }),
+            (None, Some(noise), None) => {
+                let temperature = t.ok_or_else(|| refuse("bad_query", "seed needs temperature"))?;
+                Ok(match noise {
+                    Noise::One(s) => Form::Sample {
+                        temperature,
+                        seed: parse_seed(s)?,
+                    },
+                    Noise::Each(list) => Form::SampleEach {
+                        temperature,
+                        noise: parse_noise(list)?,
+                    },
+                })
+            }
             (None, None, Some(ids)) => Ok(Form::Tokens {
                 tokens: parse_tokens(ids)?,
                 temperature: t.unwrap_or(1.0),
@@ -174,6 +195,15 @@ impl Form {
         if *self == Form::Logits {
             return Ok(encode_f32(logits));
         }
+        if let Form::SampleEach { noise, .. } = self {
+            let n = logits.len() / rows;
+            if noise.len() != n {
+                return Err(refuse(
+                    "bad_seed",
+                    format!("seeds gives {} seeds for {n} hidden vectors", noise.len()),
+                ));
+            }
+        }
         let mut out = Vec::new();
         for (v, section) in logits.chunks_exact(rows).enumerate() {
             let answer = match self {
@@ -183,6 +213,10 @@ impl Form {
                 }
                 Form::Sample { temperature, seed } => {
                     slice_winner(section, row_start, *temperature, *seed, v as u32)
+                }
+                Form::SampleEach { temperature, noise } => {
+                    let (seed, index) = noise[v];
+                    slice_winner(section, row_start, *temperature, seed, index)
                 }
                 Form::Tokens {
                     tokens,
@@ -221,6 +255,7 @@ impl Form {
             Form::Logits => None,
             Form::TopK { temperature, .. }
             | Form::Sample { temperature, .. }
+            | Form::SampleEach { temperature, .. }
             | Form::Tokens { temperature, .. } => Some(*temperature),
         }
     }
@@ -231,6 +266,10 @@ impl Form {
             Form::Logits => String::new(),
             Form::TopK { k, temperature } => format!("top_k={k}&temperature={temperature}"),
             Form::Sample { temperature, seed } => format!("temperature={temperature}&seed={seed}"),
+            Form::SampleEach { temperature, noise } => {
+                let pairs: Vec<String> = noise.iter().map(|(s, v)| format!("{s}:{v}")).collect();
+                format!("temperature={temperature}&seeds={}", pairs.join(","))
+            }
             Form::Tokens {
                 tokens,
                 temperature,
@@ -246,7 +285,7 @@ impl Form {
         match self {
             Form::Logits => "logits",
             Form::TopK { .. } => "top_k",
-            Form::Sample { .. } => "sample",
+            Form::Sample { .. } | Form::SampleEach { .. } => "sample",
             Form::Tokens { .. } => "tokens",
         }
     }
@@ -263,6 +302,42 @@ fn parse_temperature(value: &str) -> Result<f32, FormError> {
             temperature_error(format_args!("{value:?}")),
         )
     })
+}
+
+/// `seed` or `seeds`, still unparsed.
+enum Noise<'a> {
+    One(&'a str),
+    Each(&'a str),
+}
+
+fn parse_seed(s: &str) -> Result<u64, FormError> {
+    s.parse().map_err(|_| {
+        refuse(
+            "bad_seed",
+            format!("seed must be an integer from 0 to 2^64 − 1, not {s:?}"),
+        )
+    })
+}
+
+/// `S:V,S:V,…`: 1 to `MAX_BATCH` pairs of a seed (u64) and a vector index (u32).
+fn parse_noise(list: &str) -> Result<Vec<(u64, u32)>, FormError> {
+    let pairs: Option<Vec<(u64, u32)>> = list
+        .split(',')
+        .map(|p| {
+            let (s, v) = p.split_once(':')?;
+            Some((s.parse().ok()?, v.parse().ok()?))
+        })
+        .collect();
+    match pairs {
+        Some(p) if (1..=MAX_BATCH).contains(&p.len()) => Ok(p),
+        _ => Err(refuse(
+            "bad_seed",
+            format!(
+                "seeds must be 1 to {MAX_BATCH} comma-separated SEED:VECTOR pairs (a u64 and a \
+                 u32), not {list:?}"
+            ),
+        )),
+    }
 }
 
 /// `ID,ID,…`: 1 to [`MAX_TOP_K`] token ids.
@@ -340,6 +415,10 @@ mod tests {
                 tokens: vec![0, 262_143],
                 temperature: 2.5,
             },
+            Form::SampleEach {
+                temperature: 0.8,
+                noise: vec![(u64::MAX, 0), (7, 3)],
+            },
         ] {
             assert_eq!(parse(&form.query()), Ok(form));
         }
@@ -363,6 +442,16 @@ mod tests {
             ("foo=1&foo=2", "bad_query"),
             ("temperature=1&seed=1&seed=2", "bad_query"),
             ("precision=fp16", "bad_precision"),
+            ("temperature=1&seed=1&seeds=1:0", "bad_query"),
+            ("seeds=1:0", "bad_query"),
+            ("temperature=1&seeds=", "bad_seed"),
+            ("temperature=1&seeds=1", "bad_seed"),
+            ("temperature=1&seeds=1:0,2:x", "bad_seed"),
+            (
+                "temperature=1&seeds=1:0,1:1,1:2,1:3,1:4,1:5,1:6,1:7,1:8",
+                "bad_seed",
+            ),
+            ("top_k=3&seeds=1:0&temperature=1", "bad_query"),
             ("temperature=1&seed=-1", "bad_seed"),
             ("temperature=1", "bad_query"),
             ("seed=1", "bad_query"),
@@ -379,6 +468,34 @@ mod tests {
             parse(&format!("tokens={many}")).map_err(|e| e.code),
             Err("bad_tokens")
         );
+    }
+
+    #[test]
+    fn each_vector_keeps_the_noise_it_has_alone() {
+        // Vector 1 of a batch asked with seed 9, and vector 0 asked alone with seed 4, merged.
+        let rows = [[0.5f32, 1.0, 0.9], [2.0, 2.1, 1.9]];
+        let each = Form::SampleEach {
+            temperature: 1.0,
+            noise: vec![(9, 1), (4, 0)],
+        };
+        let merged = each.encode(&rows.concat(), 3, 10).unwrap();
+        let batch = Form::Sample {
+            temperature: 1.0,
+            seed: 9,
+        };
+        let alone = Form::Sample {
+            temperature: 1.0,
+            seed: 4,
+        };
+        let first = TopK::decode_all(&batch.encode(&[[0.0; 3], rows[0]].concat(), 3, 10).unwrap())
+            .unwrap()
+            .remove(1);
+        let second = TopK::decode_all(&alone.encode(&rows[1], 3, 10).unwrap()).unwrap();
+        assert_eq!(
+            TopK::decode_all(&merged).unwrap(),
+            vec![first, second[0].clone()]
+        );
+        assert_eq!(each.encode(&rows[0], 3, 10).unwrap_err().code, "bad_seed");
     }
 
     #[test]

@@ -82,6 +82,8 @@ struct Job {
 pub struct PassStats {
     /// `by_vectors[i]`: passes of `i + 1` vectors.
     pub by_vectors: [u64; MAX_BATCH],
+    /// Requests the passes answered.
+    pub requests: u64,
     /// Milliseconds the passes took on the host's clock (0 in production Workers, whose clock
     /// stands still while they compute).
     pub compute_ms: f64,
@@ -262,6 +264,7 @@ impl Coalescer {
             .set(jobs.len() > 1 || !self.queue.borrow().is_empty());
         let mut stats = self.stats.get();
         stats.by_vectors[vectors - 1] += 1;
+        stats.requests += jobs.len() as u64;
         stats.compute_ms += now() - started;
         self.stats.set(stats);
         match answers {

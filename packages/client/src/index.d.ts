@@ -44,6 +44,12 @@ export interface ClientOptions {
   fetch?: (input: string, init?: RequestInit) => Promise<Response>;
   /** The shards' mode: "exact" (default) or "int8" (kquant's fast mode, `?precision=int8`). */
   precision?: "exact" | "int8";
+  /**
+   * Merge calls of the same kind made in one turn of the event loop (concurrent decoding
+   * sessions in one isolate) into one request per shard of up to 8 vectors: the same results,
+   * fewer subrequests. Default false.
+   */
+  coalesce?: boolean;
 }
 
 /**

@@ -73,6 +73,37 @@ test("precision int8: the shards' fast mode, the CLI's --int8 sample", async () 
   assert.throws(() => client({ precision: "fp16" }), TypeError);
 });
 
+test("coalesce: concurrent calls share requests and get exactly their results alone", async () => {
+  let requests = 0;
+  const counting = (o) => client({ ...o, fetch: (...a) => (requests++, fetch(...a)) });
+  const vectors = Array.from({ length: 6 }, (_, i) => new Float32Array(hiddenBytes(HIDDEN, 40 + i).buffer));
+  const calls = (c) => [
+    ...vectors.map((v, i) => c.sample(v, { temperature: 0.8, seed: 100 + i })),
+    c.sample([vectors[0], vectors[1]], { temperature: 0.8, seed: 7 }), // a batch keeps its (seed, v) noise
+    c.sample(vectors[2], { temperature: 1.3, topP: 0.9, seed: 3 }),
+    c.topK(vectors[3], 5),
+    c.topK(vectors[4], 5),
+    c.logprobs(vectors[5], [1, 2, 3]),
+    c.logits(vectors[0]),
+    c.logits(vectors[1]),
+  ];
+  const alone = await Promise.all(calls(counting()));
+  const unmerged = requests;
+  requests = 0;
+  const merged = await Promise.all(calls(counting({ coalesce: true })));
+  assert.deepEqual(merged, alone);
+  // The 8 plain-sampled vectors in one request per shard, the other kinds one each (two rounds
+  // at most for the top-p draw).
+  assert.ok(requests <= 6 * 8 && requests < unmerged, `${requests} requests merged, ${unmerged} alone`);
+  // A caller's mistake fails that call alone; the others still get their answers.
+  const bad = new Float32Array(HIDDEN).fill(3.4e38); // finite, but the products overflow
+  const c = client({ coalesce: true });
+  const [ok, overflow] = await Promise.allSettled([c.sample(vectors[0], { temperature: 0.8, seed: 100 }), c.sample(bad, { temperature: 0.8, seed: 1 })]);
+  assert.deepEqual(ok.value, alone[0]);
+  assert.equal(overflow.reason.code, "non_finite");
+  await assert.rejects(c.sample(new Float32Array(HIDDEN).fill(NaN)), RangeError);
+});
+
 test("topK and logprobs equal the CLI's local results", async () => {
   const c = client();
   const top = await c.topK(hidden, 20);
