@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The decode-loop benchmark (benches/serving/run.mjs): C = 1, 4, 16, 32 concurrent streams through
-# the example inference Worker and eight qwen2.5-7b-shaped Q6_K shards in workerd, coalescing off,
-# in the shards, and in the shards and the client, in the same run, exact and int8. Writes
+# the example inference Worker and eight qwen2.5-7b-shaped Q6_K shards in workerd, the shards'
+# coalescing off and on in the same run, exact and int8. Writes
 # target/serving/serving.md, serving.json and docs/serving.svg; about 15 minutes here (run it on
 # an idle machine). Usage: scripts/serving-bench.sh [ARGS…]
 set -euo pipefail

@@ -4,10 +4,10 @@
 // example inference Worker (examples/inference-worker, bundled as for a deploy, in its own
 // workerd) and eight shards of an lm-head (its own workerd, local R2), on loopback. Per C:
 // tokens/s, p50/p99 per-token latency, shard compute per token (the shards' own pass timings,
-// from /healthz), subrequests and body bytes per token, mean vectors per pass — with coalescing
-// off (the shards' `COALESCE = "0"`), on in the shards, and on in the shards and in the client
-// (`@cobordism/client`'s `coalesce`, the example's `CLIENT_COALESCE = "1"`), in the same run,
-// exact and int8.
+// from /healthz), subrequests and body bytes per token, mean vectors per pass — with the shards'
+// coalescing off (`COALESCE = "0"`) and on, in the same run, exact and int8. (The client's
+// `coalesce` cannot merge calls of different requests in a Worker: workerd cancels a request that
+// waits on another request's fetch, so the example Worker does not use it.)
 //
 //   node benches/serving/run.mjs [--shape qwen2.5-7b] [--concurrency 1,4,16,32] [--tokens 24]
 //        [--json FILE] [--svg FILE]      (after scripts/build-worker.sh, build-client-js.sh and
@@ -28,8 +28,7 @@ const { values } = parseArgs({
     layout: { type: "string", default: "packed6" },
     concurrency: { type: "string", default: "1,4,16,32" },
     precisions: { type: "string", default: "exact,int8" },
-    // The shards' coalescing off, on, and on with the client's coalescing too.
-    modes: { type: "string", default: "off,on,on+client" },
+    modes: { type: "string", default: "off,on" }, // the shards' coalescing
     tokens: { type: "string", default: "24" }, // at least this many measured tokens per C, 4 per stream at least
     json: { type: "string" },
     svg: { type: "string" },
@@ -131,7 +130,7 @@ for (const coalesce of values.modes.split(",")) {
     modulesRoot: join(bundleDir, "out"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: "2026-04-01",
-    bindings: { SHARD_URLS: shards.endpoints.join(","), SHARD_TOKEN: TOKEN, CLIENT_COALESCE: coalesce.includes("client") ? "1" : "0" },
+    bindings: { SHARD_URLS: shards.endpoints.join(","), SHARD_TOKEN: TOKEN },
     unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
   });
   try {
@@ -159,7 +158,7 @@ for (const coalesce of values.modes.split(",")) {
 // Markdown: one row per precision, C and mode, with the ratio to coalescing off at that C.
 const f = (x, d = 1) => x.toFixed(d);
 const modes = values.modes.split(",");
-const label = { off: "off", on: "shards", "on+client": "shards + client" };
+const label = { off: "off", on: "on" };
 console.log(`${manifest.model} ${manifest.dtype} (${values.layout}) ${hidden} × ${manifest.vocab}, 8 shards of ${(manifest.shards[0].bytes / 1048576).toFixed(1)} MiB; plain sampling (T = 0.8), one fresh hidden vector per step.\n`);
 console.log("| precision | C | coalescing | tokens/s | × off | p50 ms | p99 ms | shard compute ms/token | vectors/pass | subrequests/token | body bytes/token up + down |");
 console.log("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -183,7 +182,7 @@ function chart(rows) {
     const max = Math.max(...rows.map((r) => r[key])) * 1.1;
     const xs = (c) => left + (levels.indexOf(c) / Math.max(1, levels.length - 1)) * w;
     const ys = (v) => top + h - (v / max) * h;
-    const colors = { "exact off": "#9bb7e8", "exact on": "#2a6fdb", "exact on+client": "#0b2e6b", "int8 off": "#f0b27a", "int8 on": "#d35400", "int8 on+client": "#6e2c00" };
+    const colors = { "exact off": "#9bb7e8", "exact on": "#2a6fdb", "int8 off": "#f0b27a", "int8 on": "#d35400" };
     const out = [`<text x="${left}" y="${top - 16}" font-weight="bold">${label}</text>`,
       `<line x1="${left}" y1="${top + h}" x2="${left + w}" y2="${top + h}" stroke="#444"/>`,
       `<line x1="${left}" y1="${top}" x2="${left}" y2="${top + h}" stroke="#444"/>`];
@@ -196,8 +195,8 @@ function chart(rows) {
     }
     return out.join("\n");
   };
-  const legend = Object.entries({ "exact, coalescing off": "#9bb7e8", "exact, shards": "#2a6fdb", "exact, shards + client": "#0b2e6b", "int8, off": "#f0b27a", "int8, shards": "#d35400", "int8, shards + client": "#6e2c00" })
-    .map(([name, color], i) => `<rect x="${40 + (i % 3) * 280}" y="${296 + Math.floor(i / 3) * 16}" width="14" height="4" fill="${color}"/><text x="${60 + (i % 3) * 280}" y="${302 + Math.floor(i / 3) * 16}">${name}</text>`).join("\n");
+  const legend = Object.entries({ "exact, coalescing off": "#9bb7e8", "exact, on": "#2a6fdb", "int8, off": "#f0b27a", "int8, on": "#d35400" })
+    .map(([name, color], i) => `<rect x="${40 + i * 200}" y="300" width="14" height="4" fill="${color}"/><text x="${60 + i * 200}" y="306">${name}</text>`).join("\n");
   return `<svg xmlns="http://www.w3.org/2000/svg" width="880" height="336" font-family="sans-serif" font-size="12">
 <rect width="100%" height="100%" fill="white"/>
 ${panel("tokens_per_s", "tokens/s (higher is better)", 0)}

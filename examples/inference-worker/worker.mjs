@@ -52,8 +52,9 @@ export default {
       const q = new URL(request.url).searchParams;
       const precision = q.get("precision") ?? "exact";
       if (precision !== "exact" && precision !== "int8") throw new BadRequest(`precision must be exact or int8, not ${JSON.stringify(precision)}`);
-      const coalesce = env.CLIENT_COALESCE === "1"; // concurrent sessions share shard requests
-      const client = (clients[precision] ??= new LmHeadClient({ endpoints: env.SHARD_URLS.split(",").map((u) => u.trim()), token: env.SHARD_TOKEN, precision, coalesce }));
+      // No client `coalesce` here: it would merge calls of different requests, and workerd
+      // cancels a request that waits on another request's fetch. The shards coalesce instead.
+      const client = (clients[precision] ??= new LmHeadClient({ endpoints: env.SHARD_URLS.split(",").map((u) => u.trim()), token: env.SHARD_TOKEN, precision }));
       const o = options(q);
       const bytes = await request.arrayBuffer();
       if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) throw new BadRequest("send the hidden state as little-endian f32");

@@ -113,7 +113,9 @@ export class LmHeadClient {
    * @param {Function} [o.fetch=globalThis.fetch] with `endpoints`
    * @param {"exact"|"int8"} [o.precision="exact"] the shards' mode (`?precision=`)
    * @param {boolean} [o.coalesce=false] merge calls of the same kind made in one turn of the
-   *   event loop into one request per shard (up to 8 vectors): fewer subrequests, same results
+   *   event loop into one request per shard (up to 8 vectors): fewer subrequests, same results.
+   *   Only for calls of one request, or outside Workers: workerd cancels a request that waits on
+   *   another request's fetch.
    */
   constructor({ endpoints, fetchers, token, manifestVersion, timeoutMs = 30_000, retries = 4, fetch = globalThis.fetch, precision = "exact", coalesce = false } = {}) {
     if (precision !== "exact" && precision !== "int8") throw new TypeError(`precision must be "exact" or "int8", not ${precision}`);

@@ -45,9 +45,11 @@ export interface ClientOptions {
   /** The shards' mode: "exact" (default) or "int8" (kquant's fast mode, `?precision=int8`). */
   precision?: "exact" | "int8";
   /**
-   * Merge calls of the same kind made in one turn of the event loop (concurrent decoding
-   * sessions in one isolate) into one request per shard of up to 8 vectors: the same results,
-   * fewer subrequests. Default false.
+   * Merge calls of the same kind made in one turn of the event loop into one request per shard
+   * of up to 8 vectors: the same results, fewer subrequests. Default false. For calls of one
+   * request (several sessions decoded in one request) or outside Workers (Node): in a Worker,
+   * calls of different requests must not be merged — workerd cancels a request that waits on
+   * another request's fetch (the shards coalesce concurrent requests themselves).
    */
   coalesce?: boolean;
 }
