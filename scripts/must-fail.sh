@@ -3,7 +3,8 @@
 # crates/kquant/Cargo.toml), and the bit-exact suite (tests/bit_exact.rs, the independent oracle
 # in tests/oracle.rs) must (1) build and (2) fail in the named tests, in their own assertions — a
 # build error or some other failure is a failed check. x86_64 and wasm32 (Node) for each; the
-# reduction order also on aarch64 under qemu. Built in its own target directory (target/must-fail).
+# reduction order also on aarch64 under qemu. Then `--cfg shard_perturb="…"` (crates/shard/Cargo.toml)
+# for the coalescer's native tests. Built in its own target directory (target/must-fail).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUSTFLAGS
@@ -48,5 +49,27 @@ for perturbation in order lane f16 q4k_min ties; do
     echo "must-fail $perturbation on $target: built, failed as expected: ${expected[$perturbation]}" |
       tee -a "$summary.new"
   done
+done
+# The coalescer (crates/shard): its native tests must catch a pass that mixes up its requests.
+declare -A shard_expected=(
+  [pass_slices]="coalesce:ready_requests_join_one_pass_and_get_the_bits_they_get_alone coalesce:a_pass_holds_at_most_eight_vectors"
+  [mixed_precision]="coalesce:precisions_and_forms_never_mix_in_a_way_that_changes_an_answer"
+)
+unset CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS
+for perturbation in pass_slices mixed_precision; do
+  export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="--cfg shard_perturb=\"$perturbation\""
+  target=x86_64-unknown-linux-gnu log="$CARGO_TARGET_DIR/shard.log"
+  cargo test -q -p cobordism-shard --target "$target" --test coalesce --no-run >"$log" 2>&1 ||
+    { cat "$log"; echo "must-fail $perturbation: the shard's tests did not build" >&2; exit 1; }
+  for entry in ${shard_expected[$perturbation]}; do
+    binary=${entry%%:*} t=${entry#*:}
+    if cargo test -p cobordism-shard --target "$target" --test "$binary" -- --exact "$t" >"$log" 2>&1; then
+      cat "$log"; echo "must-fail $perturbation: $t PASSED" >&2; exit 1
+    fi
+    grep -q "panicked at crates/shard/tests/" "$log" ||
+      { cat "$log"; echo "must-fail $perturbation: $t failed, not in its assertion" >&2; exit 1; }
+  done
+  echo "must-fail $perturbation (shard): built, failed as expected: ${shard_expected[$perturbation]}" |
+    tee -a "$summary.new"
 done
 mv "$summary.new" "$summary"

@@ -241,7 +241,14 @@ impl Coalescer {
                 Ok(jobs
                     .iter()
                     .map(|job| {
-                        let mine = &logits[at * rows..(at + job.n) * rows];
+                        // The must-fail build "pass_slices" hands each request the logits of the
+                        // pass's first vectors instead of its own.
+                        let from = if cfg!(shard_perturb = "pass_slices") {
+                            0
+                        } else {
+                            at
+                        };
+                        let mine = &logits[from * rows..(from + job.n) * rows];
                         at += job.n;
                         let payload = job
                             .form
@@ -291,7 +298,9 @@ impl Coalescer {
         let (mut taken, mut vectors, mut i) = (Vec::new(), 0, 0);
         while i < queue.len() && vectors < MAX_BATCH {
             let job = &queue[i];
-            if job.precision == precision && vectors + job.n <= MAX_BATCH {
+            // The must-fail build "mixed_precision" lets every precision into the pass.
+            let same = job.precision == precision || cfg!(shard_perturb = "mixed_precision");
+            if same && vectors + job.n <= MAX_BATCH {
                 vectors += job.n;
                 taken.extend(queue.remove(i));
             } else {
