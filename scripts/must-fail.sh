@@ -26,6 +26,27 @@ targets() {
 mkdir -p "$CARGO_TARGET_DIR"
 summary=$CARGO_TARGET_DIR/summary.txt
 : >"$summary.new"
+# must_fail CRATE TARGET PERTURBATION "BINARY:TEST …": the crate's named test binaries build under
+# the perturbation's rustflags (set by the caller) and each named test fails in its assertions.
+must_fail() {
+  local crate=$1 target=$2 perturbation=$3 entries=$4 log="$CARGO_TARGET_DIR/$2.log" entry binary t
+  local binaries
+  binaries=$(for entry in $entries; do echo "--test ${entry%%:*}"; done | sort -u)
+  # shellcheck disable=SC2086 # one word per flag
+  cargo test -q -p "$crate" --target "$target" $binaries --no-run >"$log" 2>&1 ||
+    { cat "$log"; echo "must-fail $perturbation on $target: the suite did not build" >&2; exit 1; }
+  # One test per run: on wasm32 a panic aborts the whole test binary.
+  for entry in $entries; do
+    binary=${entry%%:*} t=${entry#*:}
+    if cargo test -p "$crate" --target "$target" --test "$binary" -- --exact "$t" --nocapture \
+      >"$log" 2>&1; then
+      cat "$log"; echo "must-fail $perturbation on $target: $t PASSED" >&2; exit 1
+    fi
+    grep -q "panicked at crates/${crate#cobordism-}/tests/" "$log" ||
+      { cat "$log"; echo "must-fail $perturbation on $target: $t failed, not in its assertion" >&2; exit 1; }
+  done
+  echo "must-fail $perturbation on $target: built, failed as expected: $entries" | tee -a "$summary.new"
+}
 for perturbation in order lane f16 q4k_min ties; do
   cfg="--cfg kquant_perturb=\"$perturbation\""
   # These replace .cargo/config.toml's per-target rustflags, so simd128 is repeated for wasm.
@@ -33,21 +54,7 @@ for perturbation in order lane f16 q4k_min ties; do
   export CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-C target-feature=+simd128 $cfg"
   export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="$cfg"
   for target in $(targets "$perturbation"); do
-    log="$CARGO_TARGET_DIR/$target.log"
-    cargo test -q -p kquant --target "$target" --test bit_exact --test oracle --no-run >"$log" 2>&1 ||
-      { cat "$log"; echo "must-fail $perturbation on $target: the suite did not build" >&2; exit 1; }
-    # One test per run: on wasm32 a panic aborts the whole test binary.
-    for entry in ${expected[$perturbation]}; do
-      binary=${entry%%:*} t=${entry#*:}
-      if cargo test -p kquant --target "$target" --test "$binary" -- --exact "$t" --nocapture \
-        >"$log" 2>&1; then
-        cat "$log"; echo "must-fail $perturbation on $target: $t PASSED" >&2; exit 1
-      fi
-      grep -q "panicked at crates/kquant/tests/" "$log" ||
-        { cat "$log"; echo "must-fail $perturbation on $target: $t failed, not in its assertion" >&2; exit 1; }
-    done
-    echo "must-fail $perturbation on $target: built, failed as expected: ${expected[$perturbation]}" |
-      tee -a "$summary.new"
+    must_fail kquant "$target" "$perturbation" "${expected[$perturbation]}"
   done
 done
 # The coalescer (crates/shard): its native tests must catch a pass that mixes up its requests.
@@ -55,21 +62,8 @@ declare -A shard_expected=(
   [pass_slices]="coalesce:ready_requests_join_one_pass_and_get_the_bits_they_get_alone coalesce:a_pass_holds_at_most_eight_vectors"
   [mixed_precision]="coalesce:precisions_and_forms_never_mix_in_a_way_that_changes_an_answer"
 )
-unset CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS
 for perturbation in pass_slices mixed_precision; do
   export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="--cfg shard_perturb=\"$perturbation\""
-  target=x86_64-unknown-linux-gnu log="$CARGO_TARGET_DIR/shard.log"
-  cargo test -q -p cobordism-shard --target "$target" --test coalesce --no-run >"$log" 2>&1 ||
-    { cat "$log"; echo "must-fail $perturbation: the shard's tests did not build" >&2; exit 1; }
-  for entry in ${shard_expected[$perturbation]}; do
-    binary=${entry%%:*} t=${entry#*:}
-    if cargo test -p cobordism-shard --target "$target" --test "$binary" -- --exact "$t" >"$log" 2>&1; then
-      cat "$log"; echo "must-fail $perturbation: $t PASSED" >&2; exit 1
-    fi
-    grep -q "panicked at crates/shard/tests/" "$log" ||
-      { cat "$log"; echo "must-fail $perturbation: $t failed, not in its assertion" >&2; exit 1; }
-  done
-  echo "must-fail $perturbation (shard): built, failed as expected: ${shard_expected[$perturbation]}" |
-    tee -a "$summary.new"
+  must_fail cobordism-shard x86_64-unknown-linux-gnu "$perturbation" "${shard_expected[$perturbation]}"
 done
 mv "$summary.new" "$summary"

@@ -80,6 +80,23 @@ fn alone(shard: &Shard, a: &Ask) -> Result<Answer, ShardError> {
     ))
 }
 
+/// One request of `a` with coalescing on, received into `pool`, not polled yet.
+fn start<'a>(
+    c: &'a Coalescer,
+    shard: &'a Shard,
+    pool: &BodyPool,
+    a: &Ask,
+) -> Pin<Box<impl Future<Output = Result<Answer, ShardError>> + use<'a>>> {
+    let body = received(pool, &a.bytes).unwrap();
+    Box::pin(c.answer(
+        shard,
+        (c.arrive(), body),
+        (a.precision, a.form.clone()),
+        Some(YieldOnce::default),
+        clock,
+    ))
+}
+
 /// Runs `asks` as concurrent requests: each is polled up to its yield, then all run to their
 /// end in order; returns their answers and the coalescer.
 fn together(shard: &Shard, asks: &[Ask]) -> (Vec<Result<Answer, ShardError>>, Coalescer) {
@@ -248,16 +265,7 @@ fn an_abandoned_request_stalls_nobody_and_gives_its_buffer_back() {
     let m = model(5, 2);
     let (_store, shard) = shard_of(&m);
     let (pool, c) = (BodyPool::default(), Coalescer::new());
-    let start = |a: &Ask| {
-        let body = received(&pool, &a.bytes).unwrap();
-        Box::pin(c.answer(
-            &shard,
-            (c.arrive(), body),
-            (a.precision, a.form.clone()),
-            Some(YieldOnce::default),
-            clock,
-        ))
-    };
+    let start = |a: &Ask| start(&c, &shard, &pool, a);
     let (a, b, d) = (ask(1, 1), ask(2, 1), ask(3, 1));
     // `a` is dropped after its first poll (its caller went away and the runtime dropped it),
     // `b` is never polled again (the runtime keeps it but never resumes it).
@@ -427,16 +435,7 @@ fn under_load_a_pass_waits_its_turns_to_fill_up_a_lone_caller_does_not() {
     let m = model(10, 2);
     let (_store, shard) = shard_of(&m);
     let (pool, c) = (BodyPool::default(), Coalescer::new());
-    let start = |a: &Ask| {
-        let body = received(&pool, &a.bytes).unwrap();
-        Box::pin(c.answer(
-            &shard,
-            (c.arrive(), body),
-            (a.precision, a.form.clone()),
-            Some(YieldOnce::default),
-            clock,
-        ))
-    };
+    let start = |a: &Ask| start(&c, &shard, &pool, a);
     /// Polls until done: the answer and the polls it took (one per turn waited, plus the last).
     fn polls<F: Future + Unpin>(mut f: F) -> (F::Output, usize) {
         let mut n = 1;
