@@ -1,7 +1,6 @@
 //! The two routes' work once method, access and settings are checked.
 
 use std::rc::Rc;
-
 use std::time::Duration;
 
 use cobordism_protocol::{max_body_bytes, Form, Query, MAX_HIDDEN};
@@ -90,8 +89,8 @@ pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Res
     let body = BODIES.with(|pool| pool.acquire(slots as usize, cap, js_sys::Date::now()))?;
     read_body(req, &body, cap).await?;
     let started = js_sys::Date::now();
-    // Coalescing on: one turn of the event loop lets the requests whose bodies arrived
-    // meanwhile join this one's pass.
+    // Coalescing on: turns of the event loop (zero-delay timers) let the requests whose bodies
+    // arrive meanwhile join this one's pass (cobordism_shard::Coalescer says how many turns).
     let next_turn = cfg.coalesce.then_some(|| Delay::from(Duration::ZERO));
     let answer = passes
         .answer(

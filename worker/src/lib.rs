@@ -6,7 +6,8 @@
 //!
 //! Each request is checked in this order: route and method, access ([`auth`]: closed by
 //! default), settings ([`config`]), then the work ([`handlers`]). The slice's life cycle is
-//! `cobordism_shard::Shard` over R2 ([`r2`]); the contract is written out in `docs/API.md`.
+//! `cobordism_shard::Shard` over R2 ([`r2`]), and concurrent requests share passes through
+//! `cobordism_shard::Coalescer`; the contract is written out in `docs/API.md`.
 
 mod auth;
 mod config;
