@@ -1,25 +1,53 @@
 #!/usr/bin/env node
 // Runs N local shard Workers until interrupted; prints {"endpoints": [...]} on one line when ready.
-// usage: scripts/local-shards.mjs [--shards 8] [--state DIR] [--prefix P] [--var K=V]…
-//        (--token T | --allow-anonymous)
-// Like deployed shards they serve nobody without one of the last two (or COBORDISM_TOKEN).
+// `scripts/local-shards.mjs --help` says how. Like deployed shards they serve nobody without
+// --token (or COBORDISM_TOKEN) or --allow-anonymous.
 import { parseArgs } from "node:util";
 import { startShards } from "../worker/local.mjs";
 
-const { values } = parseArgs({
-  options: {
-    shards: { type: "string", default: "8" },
-    state: { type: "string" },
-    prefix: { type: "string", default: "model" },
-    var: { type: "string", multiple: true, default: [] },
-    token: { type: "string", default: process.env.COBORDISM_TOKEN },
-    "allow-anonymous": { type: "boolean", default: false },
-  },
-});
+const USAGE = `usage: scripts/local-shards.mjs [--shards 8] [--state DIR] [--prefix P] [--var K=V]…
+                               (--token T | --allow-anonymous)
+
+Runs N local shard Workers (workerd through Miniflare, after scripts/build-worker.sh) on loopback
+ports until interrupted, and prints {"endpoints": [...]} on one line when they are ready.
+  --shards N          how many (SHARD_COUNT), 1 to 64; default 8
+  --state DIR         the local R2 state (as \`cobordism upload --local --persist-to DIR\`)
+  --prefix P          MODEL_PREFIX; default model
+  --var K=V           another variable for every shard (repeatable), e.g. MEMORY_BUDGET_MIB=100
+  --token T           the AUTH_TOKEN secret (default: $COBORDISM_TOKEN)
+  --allow-anonymous   serve callers without a token (ALLOW_ANONYMOUS = "1")
+It stops on Ctrl-C, SIGTERM, or when its standard input closes (its parent went away): started
+in the background from a script, keep its standard input open — \`coproc\`, or
+\`sleep infinity | scripts/local-shards.mjs … &\` — or it exits right after printing.`;
+
+let values;
+try {
+  ({ values } = parseArgs({
+    options: {
+      shards: { type: "string", default: "8" },
+      state: { type: "string" },
+      prefix: { type: "string", default: "model" },
+      var: { type: "string", multiple: true, default: [] },
+      token: { type: "string", default: process.env.COBORDISM_TOKEN },
+      "allow-anonymous": { type: "boolean", default: false },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  }));
+} catch (e) {
+  console.error(`${e.message}\n\n${USAGE}`);
+  process.exit(2);
+}
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 const vars = Object.fromEntries(
   values.var.map((kv) => {
     const i = kv.indexOf("=");
-    if (i < 1) throw new Error(`--var ${kv}: expected KEY=VALUE`);
+    if (i < 1) {
+      console.error(`--var ${kv}: expected KEY=VALUE\n\n${USAGE}`);
+      process.exit(2);
+    }
     return [kv.slice(0, i), kv.slice(i + 1)];
   }),
 );

@@ -53,7 +53,7 @@ pub struct Source {
         hide_env_values = true
     )]
     pub token: Option<String>,
-    /// Use kquant's int8 fast mode (8-bit activations, ~4e-3 of max |y| error; still the same
+    /// Use kquant's int8 fast mode (8-bit activations, ~7e-3 of max |y| error; still the same
     /// bits locally and on the shards).
     #[arg(long)]
     pub int8: bool,
