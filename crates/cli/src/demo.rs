@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long = "type", value_name = "TYPE", default_value = "q6_k")]
     pub ty: QuantArg,
     /// Number of shards.
-    #[arg(long, value_name = "N", default_value_t = 8)]
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = crate::plan::shard_count)]
     pub shards: usize,
     /// Seed of the synthesized model and of the hidden vector.
     #[arg(long, default_value_t = 1)]

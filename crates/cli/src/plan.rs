@@ -37,7 +37,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub gguf: PathBuf,
     /// Number of shards (one Worker each).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = shard_count)]
     pub shards: usize,
     #[command(flatten)]
     pub budget: Budget,
@@ -209,6 +209,14 @@ impl Plan {
             ),
         }
         .into())
+    }
+}
+
+/// `--shards`: 1 to `MAX_SHARDS` (anything else is a usage error, exit 2).
+pub fn shard_count(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(n) if (1..=MAX_SHARDS).contains(&n) => Ok(n),
+        _ => Err(format!("expected an integer from 1 to {MAX_SHARDS}")),
     }
 }
 

@@ -42,7 +42,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub gguf: PathBuf,
     /// Number of shards (one Worker each).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::plan::shard_count)]
     pub shards: usize,
     /// Output directory (created if missing).
     #[arg(long, value_name = "DIR")]

@@ -38,15 +38,16 @@ fn plan_says_whether_slices_fit() {
         &["smallest shard count that fits is 3"],
     );
     assert!(!d.join("s/manifest.json").exists());
+    // Out of range at all: a usage error (exit 2), as for any bad argument.
     fails(
         cli(d, "plan --gguf tiny.gguf --shards 0"),
-        1,
-        &["--shards 0"],
+        2,
+        &["'0' for '--shards <N>'", "from 1 to 4096"],
     );
     fails(
         cli(d, "plan --gguf tiny.gguf --shards 4097"),
-        1,
-        &["expected 1 to 4096"],
+        2,
+        &["'4097' for '--shards <N>'"],
     );
 }
 
