@@ -338,3 +338,62 @@ fn chi_square_rejects_a_wrong_sampler() {
         "the wrong sampler passed: chi-square {x:.1} < {limit:.1}"
     );
 }
+
+/// The exact `ln Σ exp(z/T)` of all the logits, in f64 (an oracle: no f32 rounding anywhere).
+fn exact_lse(all: &[f32], t: f64) -> f64 {
+    let max = all
+        .iter()
+        .map(|&z| f64::from(z) / t)
+        .fold(f64::NEG_INFINITY, f64::max);
+    max + all
+        .iter()
+        .map(|&z| (f64::from(z) / t - max).exp())
+        .sum::<f64>()
+        .ln()
+}
+
+#[test]
+fn a_logprob_moves_across_shard_counts_only_within_the_documented_bound() {
+    // Each shard sends its ln Σ exp(z/T) rounded to f32, so the merged log-partition — and every
+    // logprob — can differ in its last bits between cuts: by at most 2⁻²⁴ · max_s |lse_s| from
+    // the exact value (ln Σ exp is 1-Lipschitz in each shard's term), hence by at most
+    // 2⁻²⁴ · (max |lse| of one cut + max |lse| of the other) between two cuts (docs/API.md).
+    let tokens: Vec<u32> = vec![0, 17, 4242, 9999];
+    let mut widest = 0f64;
+    for seed in 0..20 {
+        let all: Vec<f32> = logits(10_000, seed)
+            .iter()
+            .map(|z| z * 3.0 + 12.0)
+            .collect();
+        for t in [0.5f32, 1.0, 2.0] {
+            let form = Form::Tokens {
+                tokens: tokens.clone(),
+                temperature: t,
+            };
+            let exact = exact_lse(&all, f64::from(t));
+            for shards in [1, 8, 12] {
+                let sections: Vec<TopK> = answers(&all, shards, &form)
+                    .into_iter()
+                    .map(|(s, _)| s)
+                    .collect();
+                let bound = 2f64.powi(-24)
+                    * sections
+                        .iter()
+                        .map(|s| f64::from(s.log_sum_exp).abs())
+                        .fold(0.0, f64::max);
+                let lp = cobordism_protocol::sampling::logprobs(&sections, &tokens, t);
+                for (id, got) in tokens.iter().zip(&lp) {
+                    let want = f64::from(all[*id as usize]) / f64::from(t) - exact;
+                    let err = (got.unwrap() - want).abs();
+                    assert!(
+                        err <= bound + 1e-12,
+                        "seed {seed}, T {t}, {shards} shards: error {err:e} > bound {bound:e}"
+                    );
+                    widest = widest.max(err / bound);
+                }
+            }
+        }
+    }
+    // The bound is not vacuous: the f32 rounding does show at this size.
+    assert!(widest > 0.01, "largest error only {widest} of the bound");
+}
