@@ -2,6 +2,12 @@
 //! checksumming while copying through a bounded buffer, into `shard-NN.<xxh3>.bin`, then writes
 //! `manifest.json` last, so a directory with a manifest always has all its slices.
 //!
+//! Everything is first written under a temporary name (`shard-NN.partial`, `*.partial`); only
+//! when every slice is complete are an earlier run's files removed (with `--force`) and the new
+//! ones renamed into place, the manifest last. A command that fails — a NaN weight, a GGUF that
+//! ends early, a full disk — removes what it wrote and leaves the folder as it was (a folder it
+//! created is removed again), so running it again is never blocked by its leftovers.
+//!
 //! Slice keys carry their checksum ([`slice_key`]): a new model version never overwrites an
 //! object that a shard may be loading for the old one, so an upload can go on under traffic.
 
@@ -73,8 +79,31 @@ pub fn run(args: &Args) -> Result<()> {
     let (plan, gguf) = plan::load(&args.gguf, args.shards, args.budget, args.requantize)?;
     args.layout.check(plan.head.ty)?;
     plan.check_fits()?;
-    prepare_dir(&args.out, args.force)?;
+    let out = Output::prepare(&args.out, args.force)?;
+    let result = write_slices(args, &plan, &gguf, &out);
+    if result.is_err() {
+        out.discard();
+    }
+    let (manifest, path, errors, vocabulary) = result?;
+    report(&plan, &manifest, &path, errors, vocabulary.as_ref());
+    Ok(())
+}
 
+/// The slices, the tokens' text and the manifest of one run, or nothing if any part fails.
+type Written = (
+    Manifest,
+    PathBuf,
+    Vec<Option<ErrorStats>>,
+    Option<Vocabulary>,
+);
+
+/// Writes every slice under a temporary name, then commits them all with the manifest.
+fn write_slices(
+    args: &Args,
+    plan: &Plan,
+    gguf: &crate::gguf::Gguf,
+    out: &Output,
+) -> Result<Written> {
     let bar = progress::bytes(plan.head.total_bytes(), "slicing");
     let mut src =
         File::open(&args.gguf).with_context(|| format!("cannot open {}", args.gguf.display()))?;
@@ -83,8 +112,8 @@ pub fn run(args: &Args) -> Result<()> {
         .shards
         .iter()
         .map(|s| {
-            let to = (args.out.as_path(), args.layout);
-            copy_shard(&mut src, &args.gguf, &plan, s, to, &mut buf, &bar)
+            let to = (out, args.layout);
+            copy_shard(&mut src, &args.gguf, plan, s, to, &mut buf, &bar)
         })
         .collect::<Result<Vec<_>>>()?
         .into_iter()
@@ -95,14 +124,20 @@ pub fn run(args: &Args) -> Result<()> {
         Some(Value::Strings(tokens)) => Some(Vocabulary::new(tokens)?),
         _ => None,
     };
-    if let Some(v) = &vocabulary {
-        v.write(&args.out)?;
-    }
-    let manifest = manifest(&plan, args.layout, shards);
+    let manifest = manifest(plan, args.layout, shards);
     manifest.validate()?;
-    let path = args.out.join(MANIFEST);
-    fs::write(&path, manifest.to_json() + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    let path = out.commit(&manifest, vocabulary.as_ref())?;
+    Ok((manifest, path, errors, vocabulary))
+}
+
+/// Prints what was written.
+fn report(
+    plan: &Plan,
+    manifest: &Manifest,
+    path: &Path,
+    errors: Vec<Option<ErrorStats>>,
+    vocabulary: Option<&Vocabulary>,
+) {
     println!("shard        rows           count   bytes        checksum");
     for s in &manifest.shards {
         println!(
@@ -129,7 +164,7 @@ pub fn run(args: &Args) -> Result<()> {
             .fold(ErrorStats::default(), |a, e| a.merge(*e));
         println!("  overall:   {total}\n");
     }
-    if let Some(v) = &vocabulary {
+    if let Some(v) = vocabulary {
         println!("wrote the text of {} tokens to {TOKENS_FILE}", v.len());
     }
     println!(
@@ -138,43 +173,125 @@ pub fn run(args: &Args) -> Result<()> {
         path.display(),
         manifest.version
     );
-    Ok(())
 }
 
-/// Whether `name` is a file `slice` writes (a slice, finished or not, or the tokens' text).
+/// Whether `name` is a file `slice` writes (a slice, finished or not, the tokens' text, or a
+/// temporary manifest or text that a killed run left).
 fn is_slice_file(name: &str) -> bool {
-    name == TOKENS_FILE
+    let base = name.strip_suffix(".partial").unwrap_or(name);
+    base == TOKENS_FILE
+        || base == MANIFEST && base != name
         || name.starts_with("shard-") && (name.ends_with(".bin") || name.ends_with(".partial"))
 }
 
-/// Creates `dir`; refuses to overwrite an earlier run's files unless `force`. With `force` the old
-/// manifest is removed first, so no manifest ever describes half-rewritten slices, then the old
-/// slices.
-fn prepare_dir(dir: &Path, force: bool) -> Result<()> {
-    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let manifest = dir.join(MANIFEST);
-    let mut existing: Vec<PathBuf> = fs::read_dir(dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_str().is_some_and(is_slice_file))
-        .map(|e| e.path())
-        .collect();
-    existing.sort();
-    if manifest.exists() {
-        existing.insert(0, manifest.clone());
+/// `x.partial` → `x`.
+fn done_name(partial: &Path) -> PathBuf {
+    let name = partial
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    partial.with_file_name(name.strip_suffix(".partial").unwrap_or(name))
+}
+
+/// The output folder of one run: what was there before, and what this run has written.
+struct Output {
+    dir: PathBuf,
+    /// Whether this run created the folder (removed again if the run fails).
+    created: bool,
+    /// An earlier run's files, removed only when this run commits (`--force`).
+    earlier: Vec<PathBuf>,
+    /// Files written under a temporary name so far.
+    partial: std::cell::RefCell<Vec<PathBuf>>,
+}
+
+impl Output {
+    /// Creates `dir` if needed; refuses an earlier run's files unless `force` (they stay until
+    /// the new slices are complete).
+    fn prepare(dir: &Path, force: bool) -> Result<Output> {
+        let created = !dir.exists();
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut earlier: Vec<PathBuf> = fs::read_dir(dir)
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_str().is_some_and(is_slice_file))
+            .map(|e| e.path())
+            .collect();
+        earlier.sort();
+        let manifest = dir.join(MANIFEST);
+        if manifest.exists() {
+            earlier.insert(0, manifest);
+        }
+        if let Some(p) = earlier.first() {
+            ensure!(
+                force,
+                "{} already exists; pass --force to overwrite the slices in {}",
+                p.display(),
+                dir.display()
+            );
+        }
+        Ok(Output {
+            dir: dir.to_path_buf(),
+            created,
+            earlier,
+            partial: Default::default(),
+        })
     }
-    if let Some(p) = existing.first() {
-        ensure!(
-            force,
-            "{} already exists; pass --force to overwrite the slices in {}",
-            p.display(),
-            dir.display()
-        );
-        for p in &existing {
+
+    /// A new file `name.partial`, to be renamed to `name` at the commit.
+    fn create(&self, name: &str) -> Result<(File, PathBuf)> {
+        let path = self.dir.join(format!("{name}.partial"));
+        let file =
+            File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        self.partial.borrow_mut().push(path.clone());
+        Ok((file, path))
+    }
+
+    /// Removes the earlier run's files (the manifest first, so no manifest ever describes
+    /// half-replaced slices), renames the new ones into place and writes the manifest last;
+    /// returns its path.
+    fn commit(&self, manifest: &Manifest, vocabulary: Option<&Vocabulary>) -> Result<PathBuf> {
+        if let Some(v) = vocabulary {
+            let (mut file, path) = self.create(TOKENS_FILE)?;
+            file.write_all(&v.encode())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        let (mut file, path) = self.create(MANIFEST)?;
+        file.write_all((manifest.to_json() + "\n").as_bytes())
+            .and_then(|()| file.sync_all())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        for p in &self.earlier {
             fs::remove_file(p).with_context(|| format!("cannot remove {}", p.display()))?;
         }
+        let mut partial = self.partial.borrow_mut();
+        // The manifest was created last: renamed last.
+        for p in partial.iter() {
+            let done = done_name(p);
+            fs::rename(p, &done).with_context(|| format!("cannot rename to {}", done.display()))?;
+        }
+        partial.clear();
+        Ok(self.dir.join(MANIFEST))
     }
-    Ok(())
+
+    /// Renames the temporary file `path` to `name.partial` (a slice, once its checksum, and so
+    /// its key, is known).
+    fn rename(&self, path: &Path, name: &str) -> Result<()> {
+        let to = self.dir.join(format!("{name}.partial"));
+        fs::rename(path, &to).with_context(|| format!("cannot rename to {}", to.display()))?;
+        for p in self.partial.borrow_mut().iter_mut().filter(|p| *p == path) {
+            p.clone_from(&to);
+        }
+        Ok(())
+    }
+
+    /// Removes what this run wrote (and the folder, if this run created it and it is empty).
+    fn discard(&self) {
+        for p in self.partial.borrow().iter() {
+            let _ = fs::remove_file(p);
+        }
+        if self.created {
+            let _ = fs::remove_dir(&self.dir);
+        }
+    }
 }
 
 fn copy_shard(
@@ -182,17 +299,15 @@ fn copy_shard(
     src_path: &Path,
     plan: &Plan,
     s: &ShardRows,
-    (dir, layout): (&Path, Layout),
+    (out, layout): (&Output, Layout),
     buf: &mut [u8],
     bar: &ProgressBar,
 ) -> Result<(ShardEntry, Option<ErrorStats>)> {
     let head = &plan.head;
     let start = head.data_offset + s.row_start as u64 * head.source_row_bytes as u64;
     src.seek(SeekFrom::Start(start))?;
-    let path = dir.join(format!("shard-{:02}.partial", s.index));
-    let mut out = BufWriter::new(
-        File::create(&path).with_context(|| format!("cannot create {}", path.display()))?,
-    );
+    let (file, path) = out.create(&format!("shard-{:02}", s.index))?;
+    let mut writer = BufWriter::new(file);
     let mut sum = Checksum::new();
     let mut requantizer = head
         .requantized()
@@ -234,19 +349,20 @@ fn copy_shard(
             &repacked
         };
         sum.update(bytes);
-        out.write_all(bytes)
+        writer
+            .write_all(bytes)
             .with_context(|| format!("cannot write {}", path.display()))?;
         left -= n as u64;
         bar.inc(bytes.len() as u64);
     }
-    out.into_inner()
+    writer
+        .into_inner()
         .map_err(|e| e.into_error())
         .and_then(|f| f.sync_all())
         .with_context(|| format!("cannot write {}", path.display()))?;
     let checksum = sum.finish();
     let key = slice_key(s.index, &checksum);
-    let done = dir.join(&key);
-    fs::rename(&path, &done).with_context(|| format!("cannot rename to {}", done.display()))?;
+    out.rename(&path, &key)?;
     let entry = ShardEntry {
         index: s.index,
         row_start: s.row_start,

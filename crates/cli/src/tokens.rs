@@ -114,12 +114,6 @@ impl Vocabulary {
         Ok(Vocabulary { ends, text })
     }
 
-    /// Writes `dir/tokens.bin`.
-    pub fn write(&self, dir: &Path) -> Result<()> {
-        let path = dir.join(TOKENS_FILE);
-        fs::write(&path, self.encode()).with_context(|| format!("cannot write {}", path.display()))
-    }
-
     /// `dir/tokens.bin`, if there is one.
     pub fn load(dir: &Path) -> Result<Option<Vocabulary>> {
         let path = dir.join(TOKENS_FILE);

@@ -141,3 +141,72 @@ fn an_unsupported_type_is_refused_naming_the_supported_ones() {
         &["IQ2_XXS", "f32, f16, bf16, q8_0, q5_k"],
     );
 }
+
+/// Every file below `dir` with its bytes, sorted (empty if `dir` does not exist).
+fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().into_string().unwrap(),
+                    fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_failed_slice_leaves_the_folder_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    make(d, "f32");
+    // A NaN weight in the last shard's rows: the first shard's slice is complete by then.
+    let bad = d.join("nan.gguf");
+    let mut bytes = fs::read(d.join("m.gguf")).unwrap();
+    let head = LmHead::find(
+        &Gguf::open(&d.join("m.gguf")).unwrap(),
+        Some(QuantType::Q6K),
+    )
+    .unwrap();
+    let at = head.data_offset as usize + (ROWS - 1) * head.source_row_bytes;
+    bytes[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+    fs::write(&bad, bytes).unwrap();
+    let slice = |gguf: &str, extra: &[&str]| {
+        let args = [
+            "slice",
+            "--gguf",
+            gguf,
+            "--shards",
+            "2",
+            "--requantize",
+            "q6_k",
+            "--out",
+            "s",
+        ];
+        run_in(d, &[&args[..], extra].concat())
+    };
+    // Into a new folder: it is gone again, and the same command fails the same way, not on
+    // leftovers.
+    for _ in 0..2 {
+        fails(slice("nan.gguf", &[]), 1, &["row 511", "NaN"]);
+        assert!(!d.join("s").exists(), "the folder it created is removed");
+    }
+    // Over an earlier run's slices with --force: they stay as they were.
+    ok(slice("m.gguf", &[]));
+    let before = contents(&d.join("s"));
+    assert!(before.iter().any(|(name, _)| name == "manifest.json"));
+    fails(slice("nan.gguf", &["--force"]), 1, &["row 511", "NaN"]);
+    assert_eq!(contents(&d.join("s")), before);
+    // And a successful --force replaces them.
+    ok(slice("m.gguf", &["--force"]));
+    assert_eq!(
+        contents(&d.join("s")),
+        before,
+        "the same model gives the same files"
+    );
+}
