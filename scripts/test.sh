@@ -11,8 +11,9 @@ passed=0
 step() { printf '\n\033[1;32m==> %s\033[0m\n' "$*"; }
 ok() { passed=$((passed + 1)); }
 
-step "format and lints"
+step "format and lints; every relative link and path in the docs resolves"
 cargo fmt --all -- --check
+node scripts/check-links.mjs # refuses scripts/fixtures/broken-links.md first
 cargo clippy --workspace --exclude cobordism-worker --all-targets -- -D warnings
 cargo clippy -p kquant --target aarch64-unknown-linux-gnu --all-targets -- -D warnings
 cargo clippy -p kquant --target wasm32-wasip1 --all-targets -- -D warnings
