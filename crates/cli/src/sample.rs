@@ -48,7 +48,8 @@ impl Input {
     group(ArgGroup::new("source").required(true).args(["endpoint", "endpoints_from", "local"])),
     after_long_help = "\
 Examples:
-  cobordism sample --manifest slices/tiny/manifest.json --local --hidden-seed 1 --temperature 0.8 --seed 42
+  cobordism sample --manifest slices/tiny/manifest.json --local --hidden-seed 1 \\
+      --temperature 0.8 --seed 42
   cobordism sample --manifest m/manifest.json --endpoints-from endpoints.txt --hidden h.f32 \\
       --temperature 1 --top-p 0.9 --seed 7
 

@@ -33,7 +33,8 @@ use crate::{ExitError, EXIT_VERIFY_FAILED};
 /// `sample` and `logprobs`.
 #[derive(ClapArgs, Debug)]
 pub struct Source {
-    /// The manifest.json written by `slice` (the slices are read next to it with --local/--verify).
+    /// The manifest.json written by `slice` (with --local, and `logits --verify`, its slices are
+    /// read from the same folder).
     #[arg(long, value_name = "FILE")]
     pub manifest: PathBuf,
     /// Base URL of a shard Worker; repeat once per shard, in shard order.
