@@ -156,8 +156,9 @@ impl Coalescer {
     /// requests are ready. With `next_turn` (coalescing on: a future that completes on the
     /// event loop's next turn), the request first awaits one turn so that requests whose bodies
     /// arrived meanwhile join, and more turns (at most [`MAX_TURNS`]) while the pass is not full
-    /// and other requests are on their way; without, it computes at once and
-    /// alone unless others already wait. `now` is the host's clock, for the passes' time.
+    /// and other requests are on their way or the isolate is loaded (its last pass had
+    /// company); without, it computes at once and alone unless others already wait. `now` is
+    /// the host's clock, for the passes' time.
     pub async fn answer<Y: Future<Output = ()>>(
         &self,
         shard: &Shard,
