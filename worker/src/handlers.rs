@@ -6,6 +6,7 @@ use std::time::Duration;
 use cobordism_protocol::{max_body_bytes, Form, Query, MAX_HIDDEN};
 use cobordism_shard::{
     declared_length, replaced, too_large, unreadable, Body, BodyPool, Coalescer, Settings, Shard,
+    ShardError,
 };
 use futures_util::StreamExt;
 use serde_json::json;
@@ -35,8 +36,8 @@ fn wasm_memory_bytes() -> u64 {
 fn query(req: &Request) -> Result<Query, ApiError> {
     let url = req.url()?;
     let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
-    Query::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .map_err(|e| ApiError::new(400, e.code, e.detail))
+    let query = Query::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    Ok(query.map_err(ShardError::from)?)
 }
 
 /// The value of header `name`, if present.

@@ -50,6 +50,26 @@ impl std::error::Error for HiddenError {}
 
 /// Decodes a body of `n · hidden` little-endian f32; returns the floats and `n`.
 pub fn decode_hidden(body: &[u8], hidden: usize) -> Result<(Vec<f32>, usize), HiddenError> {
+    let mut floats = Vec::new();
+    let n = decode_hidden_into(body, hidden, &mut floats)?;
+    Ok((floats, n))
+}
+
+/// Decodes a body of `n · hidden` little-endian f32 onto the end of `out` (a shard's pass
+/// gathers several requests' vectors this way); returns `n`. Nothing is appended on error.
+pub fn decode_hidden_into(
+    body: &[u8],
+    hidden: usize,
+    out: &mut Vec<f32>,
+) -> Result<usize, HiddenError> {
+    let n = check_hidden(body, hidden)?;
+    out.extend(floats(body));
+    Ok(n)
+}
+
+/// Checks a body of `n · hidden` little-endian f32 without copying it: its length, and that
+/// every value is finite; returns `n`.
+pub fn check_hidden(body: &[u8], hidden: usize) -> Result<usize, HiddenError> {
     if body.is_empty() {
         return Err(HiddenError::Empty);
     }
@@ -61,14 +81,17 @@ pub fn decode_hidden(body: &[u8], hidden: usize) -> Result<(Vec<f32>, usize), Hi
             vector_bytes,
         });
     }
-    let floats: Vec<f32> = body
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
-    if let Some(index) = floats.iter().position(|v| !v.is_finite()) {
+    if let Some(index) = floats(body).position(|v| !v.is_finite()) {
         return Err(HiddenError::NonFinite { index });
     }
-    Ok((floats, n))
+    Ok(n)
+}
+
+/// The little-endian f32 values of `bytes` (a multiple of 4 long).
+fn floats(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// Little-endian bytes of `values` (logits out, hidden vectors in).
@@ -102,6 +125,18 @@ mod tests {
         assert_eq!(
             decode_hidden(&bad, 2),
             Err(HiddenError::NonFinite { index: 1 })
+        );
+        let mut out = vec![9.0];
+        assert_eq!(check_hidden(&encode_f32(&x), 2), Ok(2));
+        assert_eq!(
+            decode_hidden_into(&bad, 2, &mut out),
+            Err(HiddenError::NonFinite { index: 1 })
+        );
+        assert_eq!(decode_hidden_into(&encode_f32(&x), 4, &mut out), Ok(1));
+        assert_eq!(
+            out,
+            [9.0, 1.0, -2.5, 0.0, 3.0],
+            "appended after what was there"
         );
         assert!(HiddenError::NonFinite { index: 1 }
             .to_string()

@@ -30,7 +30,10 @@ pub use budget::{
 };
 pub use checksum::Checksum;
 pub use form::{Form, FormError, Query};
-pub use hidden::{decode_hidden, encode_f32, max_body_bytes, HiddenError, MAX_BATCH};
+pub use hidden::{
+    check_hidden, decode_hidden, decode_hidden_into, encode_f32, max_body_bytes, HiddenError,
+    MAX_BATCH,
+};
 pub use manifest::{
     slice_key, Manifest, ManifestError, ShardEntry, FORMAT, FORMAT_VERSION, MAX_HIDDEN,
     MAX_MANIFEST_BYTES, MAX_SHARDS, MAX_VOCAB,

@@ -131,8 +131,8 @@ impl Body {
     }
 
     /// Marks the body as received in full: it waits for its pass from now on and is never
-    /// taken over as stalled (a waiting job is always computed or discarded by the next pass,
-    /// which gives its buffer back).
+    /// taken over as stalled (a waiting job is always computed by a pass, or leaves the queue
+    /// with its buffer when its request is dropped).
     pub fn complete(&self) {
         let mut pool = self.pool.0.borrow_mut();
         if let Some(slot) = pool

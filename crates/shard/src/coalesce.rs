@@ -34,10 +34,12 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::rc::Rc;
 
-use cobordism_protocol::{decode_hidden, Form, HiddenError, Precision, MAX_BATCH};
+use cobordism_protocol::{
+    check_hidden, decode_hidden_into, Form, HiddenError, Precision, MAX_BATCH,
+};
 
 use crate::bodies::Body;
-use crate::error::{zeroed, ShardError};
+use crate::error::ShardError;
 use crate::resident::{replaced, Shard};
 
 /// Most turns of the event loop a request waits for others to join its pass (the first, then
@@ -170,7 +172,7 @@ impl Coalescer {
         let hidden = shard
             .with_resident(|r| r.manifest.hidden)
             .ok_or_else(replaced)?;
-        let n = body.with(|bytes| decode_hidden(bytes, hidden).map(|(_, n)| n))?;
+        let n = body.with(|bytes| check_hidden(bytes, hidden))?;
         let n = n.map_err(refused)?;
         body.complete();
         let answer: Slot = Rc::default();
@@ -225,16 +227,14 @@ impl Coalescer {
                     // checked: their vectors mean nothing to it.
                     return Err(replaced());
                 }
-                let mut xs = zeroed::<f32>(vectors * hidden, "a pass's hidden vectors")?;
-                let mut at = 0;
+                let mut xs = Vec::new();
+                xs.try_reserve_exact(vectors * hidden).map_err(|_| {
+                    ShardError::out_of_memory(format_args!("{vectors} vectors for a pass"))
+                })?;
                 for job in &jobs {
-                    let len = job.n * hidden;
-                    let (x, _) = job
-                        .body
-                        .with(|bytes| decode_hidden(bytes, hidden))?
+                    job.body
+                        .with(|bytes| decode_hidden_into(bytes, hidden, &mut xs))?
                         .map_err(refused)?;
-                    xs[at..at + len].copy_from_slice(&x);
-                    at += len;
                 }
                 let logits = r.logits(&xs, vectors, jobs[0].precision)?;
                 let (rows, row_start) = (r.entry.row_count, r.entry.row_start);
@@ -251,10 +251,7 @@ impl Coalescer {
                         };
                         let mine = &logits[from * rows..(from + job.n) * rows];
                         at += job.n;
-                        let payload = job
-                            .form
-                            .encode(mine, rows, row_start as u32)
-                            .map_err(|e| ShardError::new(400, e.code, e.detail))?;
+                        let payload = job.form.encode(mine, rows, row_start as u32)?;
                         Ok(Answer {
                             payload,
                             n: job.n,

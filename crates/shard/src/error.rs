@@ -4,6 +4,8 @@
 
 use core::fmt;
 
+use cobordism_protocol::FormError;
+
 /// An error to answer with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShardError {
@@ -80,6 +82,13 @@ impl ShardError {
     pub fn with_internal(mut self, internal: impl fmt::Display) -> Self {
         self.internal = Some(internal.to_string());
         self
+    }
+}
+
+/// `400` for a query the shard refuses or logits it cannot answer with.
+impl From<FormError> for ShardError {
+    fn from(e: FormError) -> Self {
+        ShardError::new(400, e.code, e.detail)
     }
 }
 
