@@ -3,7 +3,8 @@
 //!
 //! * [`Shard`]: the resident slice's life cycle (load, check, replace, fail, recover) over a
 //!   [`Host`] (the object store and the clock: R2 in the Worker, a store that fails on demand
-//!   in the tests), and [`Resident::logits`], the answer's computation;
+//!   in the tests), and [`Resident::logits`], the answer's computation; the slice is read as
+//!   concurrent ranges ([`ranges`]);
 //! * [`Coalescer`]: concurrent requests computed as one batch (a *pass*), each answered with the
 //!   bits it would get alone;
 //! * [`BodyPool`]: request bodies held in a bounded pool of buffers; [`declared_length`]: how
@@ -14,6 +15,7 @@ mod bodies;
 mod coalesce;
 mod error;
 mod framing;
+pub mod ranges;
 mod resident;
 mod settings;
 mod store;
@@ -22,6 +24,7 @@ pub use bodies::{too_large, Body, BodyPool};
 pub use coalesce::{Answer, Arrival, Coalescer, PassStats, MAX_TURNS};
 pub use error::ShardError;
 pub use framing::{declared_length, unreadable};
+pub use ranges::{DEFAULT_LOAD_STREAMS, MAX_LOAD_STREAMS};
 pub use resident::{replaced, Health, Residency, Resident, Shard};
 pub use settings::Settings;
 pub use store::{Host, Object, ObjectBody, StoreError};

@@ -15,10 +15,11 @@
 //!                        it does not: drop the old, load (503 slice_loading meanwhile)
 //! ```
 //!
-//! * The slice is streamed chunk by chunk into one buffer reserved at its final size (fallibly:
-//!   a failed reservation is `503 out_of_memory`, not an abort), so the peak is one copy of the
-//!   slice plus one chunk. Nothing is kept unless the whole object arrived and its checksum
-//!   matches the manifest.
+//! * The slice is read as several concurrent ranges ([`crate::ranges`], `LOAD_STREAMS`), each
+//!   chunk written at its offset in one buffer reserved at the final size (fallibly: a failed
+//!   reservation is `503 out_of_memory`, not an abort), so the peak is one copy of the slice
+//!   plus a chunk per stream. Nothing is kept unless every byte arrived from one version of the
+//!   object and the whole object's checksum matches the manifest.
 //! * The buffer lives in the state, not in the loading request: requests arriving meanwhile
 //!   get `503 slice_loading` + `Retry-After` instead of awaiting the loader (Workers cancel a
 //!   request that awaits another request's promise), and a stalled loader (its client gone, its
@@ -37,6 +38,7 @@ use cobordism_protocol::{
 use kquant::QMatrix;
 
 use crate::error::{zeroed, ShardError};
+use crate::ranges::{read_ranges, ReadFailure};
 use crate::settings::Settings;
 use crate::store::{Host, Object, ObjectBody};
 
@@ -62,8 +64,10 @@ pub struct Resident {
 
 struct Loading {
     generation: u64,
+    /// The slice's buffer, at its full size once the reads start.
     buf: Vec<u8>,
     expected: u64,
+    received: u64,
     last_progress_ms: f64,
 }
 
@@ -150,7 +154,7 @@ fn loading_error(l: &Loading) -> ShardError {
         "slice_loading",
         format!(
             "the slice is being loaded ({:.0}% done); retry shortly",
-            100.0 * l.buf.len() as f64 / l.expected.max(1) as f64
+            100.0 * l.received as f64 / l.expected.max(1) as f64
         ),
         1,
     )
@@ -421,6 +425,7 @@ impl Shard {
                 generation: s.generation,
                 buf: Vec::new(),
                 expected: 0,
+                received: 0,
                 last_progress_ms: started,
             });
             (s.generation, buf)
@@ -499,24 +504,11 @@ impl Shard {
             )));
         }
         let key = cfg.object_key(&entry.key);
-        let missing = |key: &str| {
-            ShardError::deployment(
-                "slice_missing",
-                format!(
-                    "this shard's slice {key:?}, named by the manifest, is not in the bucket: \
-                     upload the model again (cobordism upload)"
-                ),
-            )
-        };
-        let object = get_object(host, &key, missing).await?;
-        if object.size != entry.bytes {
-            let what = format_args!("{} bytes, manifest says {}", object.size, entry.bytes);
-            return Err(corrupt(&key, "size", what));
-        }
         let size = usize::try_from(entry.bytes).map_err(|_| corrupt(&key, "size", "too large"))?;
         buf.clear();
         buf.try_reserve_exact(size)
             .map_err(|_| ShardError::out_of_memory(format_args!("{size} bytes for {key}")))?;
+        buf.resize(size, 0); // ranges land at their offsets, in any order
         let scratch = zeroed(
             MAX_BATCH * manifest.quant_type().scratch_len(manifest.hidden),
             "the kernels' scratch",
@@ -527,41 +519,41 @@ impl Shard {
             l.expected = entry.bytes;
         })
         .ok_or_else(superseded)?;
-        let mut checksum = Checksum::new();
-        let mut body = object.body;
-        loop {
-            let chunk = body
-                .next_chunk()
-                .await
-                .map_err(|e| store_failed(format_args!("reading {key}: {e}")))?;
-            let Some(chunk) = chunk else { break };
-            checksum.update(&chunk);
+        let write = |at: u64, chunk: &[u8]| {
             let now = host.now_ms();
-            let fits = self
-                .with_loading(generation, |l| {
-                    let fits = l.buf.len() + chunk.len() <= size;
-                    if fits {
-                        l.buf.extend_from_slice(&chunk);
-                        l.last_progress_ms = now;
-                    }
-                    fits
-                })
-                .ok_or_else(superseded)?;
-            if !fits {
-                return Err(corrupt(&key, "size", "longer than its size"));
-            }
-        }
+            self.with_loading(generation, |l| {
+                // `read_ranges` keeps every chunk within its range, hence within the buffer.
+                let at = at as usize;
+                l.buf[at..at + chunk.len()].copy_from_slice(chunk);
+                l.received += chunk.len() as u64;
+                l.last_progress_ms = now;
+            })
+            .ok_or_else(superseded)
+        };
+        read_ranges(host, &key, entry.bytes, cfg.load_streams, &write)
+            .await
+            .map_err(|failure| match failure {
+                ReadFailure::Missing => ShardError::deployment(
+                    "slice_missing",
+                    format!(
+                        "this shard's slice {key:?}, named by the manifest, is not in the \
+                         bucket: upload the model again (cobordism upload)"
+                    ),
+                ),
+                ReadFailure::Size(n) => {
+                    let what = format_args!("{n} bytes, manifest says {}", entry.bytes);
+                    corrupt(&key, "size", what)
+                }
+                ReadFailure::Store(why) => store_failed(format_args!("reading {key}: {why}")),
+                ReadFailure::Changed => store_failed(format_args!(
+                    "{key} was written while it was read; the next load reads it again"
+                )),
+                ReadFailure::Write(e) => e,
+            })?;
         let slice = self
             .with_loading(generation, |l| core::mem::take(&mut l.buf))
             .ok_or_else(superseded)?;
-        if slice.len() != size {
-            // The object has the right size (checked above): the stream was cut short.
-            let got = slice.len();
-            return Err(store_failed(format_args!(
-                "reading {key}: the stream ended after {got} of {size} bytes"
-            )));
-        }
-        let sum = checksum.finish();
+        let sum = Checksum::of(&slice);
         if sum != entry.checksum {
             let what = format_args!("checksum {sum}, manifest says {}", entry.checksum);
             return Err(corrupt(&key, "checksum", what));

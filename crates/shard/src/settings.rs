@@ -18,6 +18,8 @@ pub struct Settings {
     pub load_retry_ms: f64,
     /// A load or check that made no progress for this long is taken over (`LOAD_STALL_MS`).
     pub load_stall_ms: f64,
+    /// Concurrent ranged reads of the slice (`LOAD_STREAMS`, 1 ..= [`crate::MAX_LOAD_STREAMS`]).
+    pub load_streams: usize,
     /// Whether concurrent requests share passes (`COALESCE`, default on; `"0"` turns it off:
     /// each request then computes alone, as soon as its body is in).
     pub coalesce: bool,

@@ -13,11 +13,12 @@ impl fmt::Display for StoreError {
     }
 }
 
-/// An object being read: its etag, its size, and its bytes as a stream of chunks.
+/// An object being read: its etag, its size, and its bytes (all of them, or the range asked
+/// for) as a stream of chunks.
 pub struct Object<B> {
     /// Changes whenever the object is written.
     pub etag: String,
-    /// Bytes, as the store reports them.
+    /// Bytes of the whole object, as the store reports them (also when a range was read).
     pub size: u64,
     /// The bytes.
     pub body: B,
@@ -41,6 +42,15 @@ pub trait Host {
 
     /// The object `key`, `None` if there is none.
     async fn get(&self, key: &str) -> Result<Option<Object<Self::Body>>, StoreError>;
+
+    /// Bytes `start .. start + len` of the object `key` (`len` > 0, within the object), `None`
+    /// if there is no such object. Several ranges of one object may be read at once.
+    async fn get_range(
+        &self,
+        key: &str,
+        start: u64,
+        len: u64,
+    ) -> Result<Option<Object<Self::Body>>, StoreError>;
 
     /// Milliseconds on the host's clock. In production Workers it advances only with I/O, so
     /// it measures waiting (loads, checks), never computation.

@@ -6,6 +6,7 @@ mod common;
 use std::pin::pin;
 
 use cobordism_protocol::MemoryNeed;
+use cobordism_shard::ranges::RANGE_ATTEMPTS;
 use cobordism_shard::{Host, Settings, Shard};
 
 use common::*;
@@ -67,7 +68,9 @@ fn missing_corrupt_truncated_and_unreadable_slices_are_refused_and_retried() {
     store.advance(2000.0);
     assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "slice_corrupt");
     store.put(&key, a.slices[0].clone());
-    store.fault(|f| f.truncate_at = Some(5 * CHUNK));
+    // Every read cut after one chunk: the range is resumed twice, then the load gives up.
+    store.on_range(|_, _, _| RangeFault::Truncate(CHUNK));
+    store.range_reads.borrow_mut().clear();
     store.advance(2000.0);
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
     assert_eq!(
@@ -75,6 +78,12 @@ fn missing_corrupt_truncated_and_unreadable_slices_are_refused_and_retried() {
         ("storage_unavailable", true),
         "a stream cut short is worth a retry"
     );
+    assert_eq!(
+        store.range_reads.borrow().len(),
+        3,
+        "{RANGE_ATTEMPTS} reads"
+    );
+    store.range_hook.take();
     store.fault(|f| {
         *f = Faults {
             get_fails: true,

@@ -28,9 +28,14 @@ pub struct Model {
 }
 
 pub fn model(seed: u64, shards: usize) -> Model {
+    model_of(seed, shards, VOCAB)
+}
+
+/// A model of `vocab` rows (`model` has [`VOCAB`]: one range per slice).
+pub fn model_of(seed: u64, shards: usize, vocab: usize) -> Model {
     let ty = QuantType::Q6K;
     let mut rng = SplitMix64::new(seed);
-    let rows = VOCAB / shards;
+    let rows = vocab / shards;
     let mut slices = Vec::new();
     let mut entries = Vec::new();
     for index in 0..shards {
@@ -55,7 +60,7 @@ pub fn model(seed: u64, shards: usize) -> Model {
         tensor: "output.weight".into(),
         dtype: "q6_k".into(),
         hidden: HIDDEN,
-        vocab: VOCAB,
+        vocab,
         shard_count: shards,
         softcap: None,
         source_dtype: None,
@@ -78,6 +83,24 @@ pub struct Faults {
     pub stall_at: Option<usize>,
 }
 
+/// What the store does to one ranged read.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum RangeFault {
+    #[default]
+    None,
+    /// The read fails.
+    Fail,
+    /// The body ends after this many bytes.
+    Truncate(usize),
+    /// The body is pending for this many polls before its first chunk.
+    Delay(u32),
+    /// The object is written again (same bytes, new etag) just before this read.
+    Rewrite,
+}
+
+/// Decides each ranged read's fault from its start, its length and the reads before it.
+pub type RangeHook = Box<dyn FnMut(u64, u64, usize) -> RangeFault>;
+
 #[derive(Default)]
 pub struct Store {
     pub objects: RefCell<HashMap<String, (String, Vec<u8>)>>,
@@ -86,6 +109,11 @@ pub struct Store {
     pub faults: Cell<Faults>,
     pub gate: Rc<Cell<bool>>,
     pub etag_calls: Cell<u32>,
+    pub range_hook: RefCell<Option<RangeHook>>,
+    /// Every ranged read asked for: (start, length).
+    pub range_reads: RefCell<Vec<(u64, u64)>>,
+    /// The start of each ranged read whose body reached its end, in the order they did.
+    pub ranges_done: Rc<RefCell<Vec<u64>>>,
 }
 
 impl Store {
@@ -111,6 +139,21 @@ impl Store {
     pub fn advance(&self, ms: f64) {
         self.clock.set(self.clock.get() + ms);
     }
+
+    pub fn on_range(&self, hook: impl FnMut(u64, u64, usize) -> RangeFault + 'static) {
+        *self.range_hook.borrow_mut() = Some(Box::new(hook));
+    }
+
+    fn body(&self, data: Vec<u8>) -> Body {
+        Body {
+            data,
+            at: 0,
+            faults: self.faults.get(),
+            gate: self.gate.clone(),
+            delay: 0,
+            done: None,
+        }
+    }
 }
 
 pub struct Body {
@@ -118,10 +161,28 @@ pub struct Body {
     pub at: usize,
     pub faults: Faults,
     pub gate: Rc<Cell<bool>>,
+    /// Polls left before the first chunk.
+    pub delay: u32,
+    /// Where to note this range's start when the body reaches its end.
+    pub done: Option<(u64, Rc<RefCell<Vec<u64>>>)>,
 }
 
 impl ObjectBody for Body {
     async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
+        while self.delay > 0 {
+            self.delay -= 1;
+            let mut yielded = false;
+            std::future::poll_fn(|cx| {
+                if yielded {
+                    Poll::Ready(())
+                } else {
+                    yielded = true;
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+            })
+            .await;
+        }
         if self.faults.stall_at.is_some_and(|n| self.at >= n) {
             let gate = self.gate.clone();
             std::future::poll_fn(|_| {
@@ -139,6 +200,9 @@ impl ObjectBody for Body {
             .unwrap_or(usize::MAX)
             .min(self.data.len());
         if self.at >= end {
+            if let Some((start, log)) = self.done.take().filter(|_| end == self.data.len()) {
+                log.borrow_mut().push(start);
+            }
             return Ok(None);
         }
         let next = (self.at + CHUNK).min(end);
@@ -166,12 +230,53 @@ impl Host for Store {
         Ok(self.objects.borrow().get(key).map(|(etag, data)| Object {
             etag: etag.clone(),
             size: data.len() as u64,
-            body: Body {
-                data: data.clone(),
-                at: 0,
-                faults: self.faults.get(),
-                gate: self.gate.clone(),
-            },
+            body: self.body(data.clone()),
+        }))
+    }
+
+    async fn get_range(
+        &self,
+        key: &str,
+        start: u64,
+        len: u64,
+    ) -> Result<Option<Object<Body>>, StoreError> {
+        if self.faults.get().get_fails {
+            return Err(StoreError("get: internal error".into()));
+        }
+        let before = self.range_reads.borrow().len();
+        self.range_reads.borrow_mut().push((start, len));
+        let fault = match &mut *self.range_hook.borrow_mut() {
+            Some(hook) => hook(start, len, before),
+            None => RangeFault::None,
+        };
+        if fault == RangeFault::Rewrite {
+            let data = self.objects.borrow().get(key).map(|(_, d)| d.clone());
+            if let Some(data) = data {
+                self.put(key, data);
+            }
+        }
+        if fault == RangeFault::Fail {
+            return Err(StoreError("get: injected range failure".into()));
+        }
+        let objects = self.objects.borrow();
+        let Some((etag, data)) = objects.get(key) else {
+            return Ok(None);
+        };
+        // As HTTP ranges: one past the end is refused, one reaching past it is cut at the end.
+        let Some(bytes) = data.get(start as usize..) else {
+            return Err(StoreError("get: range not satisfiable".into()));
+        };
+        let mut body = self.body(bytes[..bytes.len().min(len as usize)].to_vec());
+        body.done = Some((start, self.ranges_done.clone()));
+        match fault {
+            RangeFault::Truncate(n) => body.faults.truncate_at = Some(n),
+            RangeFault::Delay(polls) => body.delay = polls,
+            _ => {}
+        }
+        Ok(Some(Object {
+            etag: etag.clone(),
+            size: data.len() as u64,
+            body,
         }))
     }
 
@@ -189,6 +294,7 @@ pub fn settings(shards: usize) -> Settings {
         manifest_ttl_ms: 5000.0,
         load_retry_ms: 2000.0,
         load_stall_ms: 15000.0,
+        load_streams: 4,
         coalesce: true,
     }
 }
