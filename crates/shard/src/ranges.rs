@@ -54,6 +54,10 @@ pub enum ReadFailure {
     Write(ShardError),
 }
 
+/// Where each chunk goes: `write(offset, chunk)`; an error ends the load (the load was
+/// superseded).
+pub type Write<'a> = &'a dyn Fn(u64, &[u8]) -> Result<(), ShardError>;
+
 /// `0..size` cut into at most `streams` contiguous ranges of nearly equal size, none below
 /// [`MIN_RANGE_BYTES`] (but one, if the object is smaller); none for an empty object.
 pub fn split(size: u64, streams: usize) -> Vec<Range<u64>> {
@@ -78,7 +82,7 @@ pub async fn read_ranges<H: Host>(
     key: &str,
     size: u64,
     streams: usize,
-    write: &dyn Fn(u64, &[u8]) -> Result<(), ShardError>,
+    write: Write<'_>,
 ) -> Result<(), ReadFailure> {
     let etag = RefCell::new(None);
     let reads = split(size, streams)
@@ -94,7 +98,7 @@ async fn read_range<H: Host>(
     size: u64,
     range: Range<u64>,
     etag: &RefCell<Option<String>>,
-    write: &dyn Fn(u64, &[u8]) -> Result<(), ShardError>,
+    write: Write<'_>,
 ) -> Result<(), ReadFailure> {
     let mut at = range.start;
     let mut attempts = 0;
