@@ -24,11 +24,18 @@ export const BINDING = "LM_HEAD";
  * @param {string} [o.authToken] sets the AUTH_TOKEN secret
  * @param {boolean} [o.anonymous] sets ALLOW_ANONYMOUS = "1"
  * @param {boolean} [o.testBuild] runs the test shard (TEST_SCRIPT) instead of the production one
- * @param {{head?: boolean, get?: boolean}} [o.r2Faults] wraps the shards' R2 binding so that its
- *   `head`/`get` throw while the flag of that name is true (the test flips them at will)
+ * @param {object} [o.r2Faults] wraps the shards' R2 binding (the local bucket behind it) so that
+ *   it fails on demand: `head`/`get` throw while the flag of that name is true (the test flips
+ *   them at will), and `onGet({key, offset, length, index})` (may be async) decides each `get`:
+ *   `{fail: true}` throws, `{delayMs}` answers later, `{truncateAfter: n}` ends its body after
+ *   n bytes (`offset`/`length` are the range asked, `index` counts the gets before it)
+ * @param {{firstByteMs?: number, bytesPerSec?: number}} [o.r2Shape] wraps the R2 binding so that
+ *   it behaves like production R2 rather than a local disk: every `get` answers after
+ *   `firstByteMs`, and each body streams at most `bytesPerSec` (per stream)
  * @returns {Promise<{endpoints: string[], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare}>}
  */
-export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, r2Faults } = {}) {
+export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, r2Faults, r2Shape } = {}) {
+  const wrapped = r2Faults || r2Shape;
   const script = testBuild ? TEST_SCRIPT : SCRIPT;
   if (!existsSync(script)) {
     throw new Error(`${script} is missing: run scripts/build-worker.sh${testBuild ? " --test" : ""} first`);
@@ -47,10 +54,10 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
       ...(authToken ? { AUTH_TOKEN: authToken } : {}),
       ...(anonymous ? { ALLOW_ANONYMOUS: "1" } : {}),
     },
-    ...(r2Faults ? { wrappedBindings: { [BINDING]: FAULTY_R2 } } : { r2Buckets: { [BINDING]: BUCKET } }),
+    ...(wrapped ? { wrappedBindings: { [BINDING]: WRAPPED_R2 } } : { r2Buckets: { [BINDING]: BUCKET } }),
     unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
   }));
-  if (r2Faults) workers.push(faultyR2(r2Faults));
+  if (wrapped) workers.push(wrappedR2(r2Faults, r2Shape));
   const mf = new Miniflare({
     workers,
     r2Persist: state ? join(state, "v3", "r2") : false,
@@ -64,30 +71,83 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
   return {
     mf,
     endpoints,
-    bucket: () => (r2Faults ? mf.getR2Bucket("INNER", FAULTY_R2) : mf.getR2Bucket(BINDING, "s0")),
+    bucket: () => (wrapped ? mf.getR2Bucket("INNER", WRAPPED_R2) : mf.getR2Bucket(BINDING, "s0")),
     dispose: () => mf.dispose(),
   };
 }
 
-const FAULTY_R2 = "faulty-r2";
+const WRAPPED_R2 = "wrapped-r2";
 
 /**
- * The worker behind a wrapped R2 binding that fails on demand: an `R2Bucket` (workers-rs checks
- * the class name) whose `head`/`get` ask Node whether to throw, then use the real bucket.
+ * The worker behind a wrapped R2 binding: an `R2Bucket` (workers-rs checks the class name) over
+ * the real local bucket that fails on demand (asking Node, `faults`) and/or paces its answers
+ * like production R2 (`shape`). A shaped body is re-cut into pieces of at most 64 KiB, each
+ * released when the stream's byte count allows it.
  */
-function faultyR2(faults) {
+function wrappedR2(faults, shape = {}) {
   return {
-    name: FAULTY_R2,
+    name: WRAPPED_R2,
     modules: true,
     script: `
+      const SHAPE = ${JSON.stringify(shape)};
+      const ASK = ${Boolean(faults)};
+      const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+      let gets = 0;
+
+      function paced(body, { truncateAfter }, bytesPerSec) {
+        const reader = body.getReader();
+        const start = Date.now();
+        let sent = 0, rest = new Uint8Array(0);
+        const limit = truncateAfter ?? Infinity;
+        return new ReadableStream({
+          async pull(controller) {
+            if (rest.length === 0) {
+              const { value, done } = await reader.read();
+              if (done) return controller.close();
+              rest = value;
+            }
+            const piece = rest.subarray(0, Math.min(65536, limit - sent));
+            rest = rest.subarray(piece.length);
+            sent += piece.length;
+            if (bytesPerSec) {
+              const due = start + (1000 * sent) / bytesPerSec;
+              if (due > Date.now()) await sleep(due - Date.now());
+            }
+            if (piece.length > 0) controller.enqueue(piece);
+            if (sent >= limit) {
+              await reader.cancel();
+              controller.close();
+            }
+          },
+          cancel(reason) { return reader.cancel(reason); },
+        });
+      }
+
       class R2Bucket {
         constructor(env) { this.env = env; }
-        async fail(op) {
-          const r = await this.env.FAULTS.fetch("http://faults/" + op);
-          if (r.status === 503) throw new Error("injected R2 failure: " + op);
+        async ask(op, detail) {
+          if (!ASK) return {};
+          const r = await this.env.FAULTS.fetch("http://faults/" + op, { method: "POST", body: JSON.stringify(detail) });
+          const said = await r.json();
+          if (said.fail) throw new Error("injected R2 failure: " + op);
+          return said;
         }
-        async head(...args) { await this.fail("head"); return this.env.INNER.head(...args); }
-        async get(...args) { await this.fail("get"); return this.env.INNER.get(...args); }
+        async head(key, ...rest) { await this.ask("head", { key }); return this.env.INNER.head(key, ...rest); }
+        async get(key, options) {
+          const range = options?.range ?? {};
+          const said = await this.ask("get", { key, offset: range.offset ?? 0, length: range.length ?? null, index: gets++ });
+          const delay = (said.delayMs ?? 0) + (SHAPE.firstByteMs ?? 0);
+          if (delay > 0) await sleep(delay);
+          const object = await this.env.INNER.get(key, options);
+          if (!object?.body || (!SHAPE.bytesPerSec && said.truncateAfter === undefined)) return object;
+          return {
+            key: object.key, version: object.version, size: object.size, etag: object.etag,
+            httpEtag: object.httpEtag, uploaded: object.uploaded, range: object.range,
+            httpMetadata: object.httpMetadata, customMetadata: object.customMetadata,
+            checksums: object.checksums, bodyUsed: false,
+            body: paced(object.body, said, SHAPE.bytesPerSec),
+          };
+        }
         put(...args) { return this.env.INNER.put(...args); }
         delete(...args) { return this.env.INNER.delete(...args); }
         list(...args) { return this.env.INNER.list(...args); }
@@ -97,7 +157,9 @@ function faultyR2(faults) {
     serviceBindings: {
       FAULTS: async (request) => {
         const op = new URL(request.url).pathname.slice(1);
-        return new Response(null, { status: faults[op] ? 503 : 204 });
+        const detail = await request.json();
+        if (faults[op]) return Response.json({ fail: true });
+        return Response.json(op === "get" ? ((await faults.onGet?.(detail)) ?? {}) : {});
       },
     },
   };

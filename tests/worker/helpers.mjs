@@ -108,6 +108,12 @@ export async function post(endpoint, body, { query = "", headers = {}, token = T
   return { status: r.status, headers: r.headers, body: new Uint8Array(await r.arrayBuffer()) };
 }
 
+/** `POST /cobordism-lm-head/warm`: { status, body (JSON) }. */
+export async function warm(endpoint, { token = TOKEN } = {}) {
+  const r = await fetch(`${endpoint}/cobordism-lm-head/warm`, { method: "POST", headers: bearer(token) });
+  return { status: r.status, headers: r.headers, body: await r.json() };
+}
+
 export async function health(endpoint, { token = TOKEN } = {}) {
   const get = () => fetch(`${endpoint}/healthz`, { headers: bearer(token) });
   const r = await get().catch((e) => (closedBeforeAnswer(e) ? get() : Promise.reject(e)));

@@ -1,16 +1,20 @@
-//! The two routes' work once method, access and settings are checked.
+//! The routes' work once method, access and settings are checked.
 
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::Duration;
 
 use cobordism_protocol::{max_body_bytes, Form, Query, MAX_HIDDEN};
 use cobordism_shard::{
-    declared_length, replaced, too_large, unreadable, Body, BodyPool, Coalescer, Settings, Shard,
-    ShardError,
+    declared_length, replaced, too_large, unreadable, Body, BodyPool, Coalescer, Residency,
+    Settings, Shard, ShardError,
 };
-use futures_util::StreamExt;
+use futures_util::future::LocalBoxFuture;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::json;
-use worker::{Delay, Env, Headers, Request, Response};
+use worker::{Context, Delay, Env, Headers, Request, Response};
 
 use crate::error::ApiError;
 use crate::r2::R2;
@@ -30,6 +34,62 @@ thread_local! {
 /// Bytes of wasm linear memory in use by the instance.
 fn wasm_memory_bytes() -> u64 {
     core::arch::wasm32::memory_size(0) as u64 * 65536
+}
+
+/// `Shard::ensure` as a future that owns what it uses, so that it may outlive the request.
+type Ensure = LocalBoxFuture<'static, Result<Residency, ShardError>>;
+
+fn ensure(cfg: &Settings, env: &Env) -> Result<Ensure, ShardError> {
+    let (shard, cfg, r2) = (SHARD.with(Rc::clone), cfg.clone(), R2::from_env(env)?);
+    Ok(async move { shard.ensure(&cfg, &r2).await }.boxed_local())
+}
+
+/// Polls `ensure` once: its result if it needed no I/O (the slice is resident), else the
+/// future, now waiting for storage.
+async fn ensure_at_once(mut ensure: Ensure) -> Result<Result<Residency, ShardError>, Ensure> {
+    match poll_fn(|cx| Poll::Ready(Pin::new(&mut ensure).poll(cx))).await {
+        Poll::Ready(done) => Ok(done),
+        Poll::Pending => Err(ensure),
+    }
+}
+
+/// Makes sure the slice is resident. Work that waits for storage (a load, a manifest check)
+/// runs under `ctx.waitUntil`: this request awaits it, but its caller going away does not
+/// cancel it (Workers cancel a request's own work when its client disconnects).
+async fn resident(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Residency, ShardError> {
+    match ensure_at_once(ensure(cfg, env)?).await {
+        Ok(done) => done,
+        Err(waiting) => {
+            let shared = waiting.shared();
+            ctx.wait_until(shared.clone().map(drop));
+            shared.await
+        }
+    }
+}
+
+/// `POST /cobordism-lm-head/warm`: starts loading the slice (or checking its manifest) and
+/// answers at once, `200` with the state `ready` when it is resident, `202` while it loads,
+/// which goes on after the answer (`ctx.waitUntil`); a load that cannot succeed now answers
+/// the error a request would get.
+pub async fn warm(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Response, ApiError> {
+    match ensure_at_once(ensure(cfg, env)?).await {
+        Ok(Err(e)) if e.code != "slice_loading" => return Err(e.into()),
+        Ok(_) => {}
+        Err(waiting) => ctx.wait_until(waiting.map(|done| {
+            if let Err(e) = done {
+                worker::console_error!("warm-up load failed: {e}");
+            }
+        })),
+    }
+    let shard = SHARD.with(Rc::clone);
+    let health = shard.health(js_sys::Date::now());
+    let status = if health.state == "ready" { 200 } else { 202 };
+    let body = json!({
+        "shard_index": cfg.shard_index,
+        "state": health.state,
+        "loading_next": health.loading_next,
+    });
+    Ok(Response::from_json(&body)?.with_status(status))
 }
 
 /// The reply form and precision the query asks for (every parameter at most once).
@@ -66,7 +126,12 @@ async fn read_body(req: &mut Request, body: &Body, cap: usize) -> Result<(), Api
 
 /// `POST /cobordism-lm-head`: the body is read only once the slice is resident, within the
 /// exact cap for its hidden size and in one of the body buffers the memory budget allows.
-pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Response, ApiError> {
+pub async fn lm_head(
+    cfg: &Settings,
+    env: &Env,
+    ctx: &Context,
+    req: &mut Request,
+) -> Result<Response, ApiError> {
     let Query { form, precision } = query(req)?;
     let passes = PASSES.with(Rc::clone);
     let arrival = passes.arrive();
@@ -75,8 +140,8 @@ pub async fn lm_head(cfg: &Settings, env: &Env, req: &mut Request) -> Result<Res
         header(req, "Transfer-Encoding").as_deref(),
         MAX_BODY_BYTES,
     )?;
+    let residency = resident(cfg, env, ctx).await?;
     let shard = SHARD.with(Rc::clone);
-    let residency = shard.ensure(cfg, &R2::from_env(env)?).await?;
     if let Some(why) = &residency.check_error {
         worker::console_error!("manifest check failed, serving the resident slice: {why}");
     }

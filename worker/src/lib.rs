@@ -2,6 +2,8 @@
 //!
 //! * `POST /cobordism-lm-head`: `n` hidden vectors (little-endian f32) in, this shard's logits
 //!   out (`n · row_count` little-endian f32), or with `?top_k=K` its top K per vector.
+//! * `POST /cobordism-lm-head/warm`: starts loading the slice and answers at once (`202`), or
+//!   `200` when it is resident: callers warm shards before their first token.
 //! * `GET /healthz`: JSON state of the shard (`{"state": …}` only for callers without access).
 //!
 //! Each request is checked in this order: route and method, access ([`auth`]: closed by
@@ -22,16 +24,16 @@ use worker::{event, Context, Env, Method, Request, Response};
 use error::ApiError;
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
-    Ok(route(req, &env)
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+    Ok(route(req, &env, &ctx)
         .await
         .unwrap_or_else(ApiError::into_response))
 }
 
-async fn route(mut req: Request, env: &Env) -> Result<Response, ApiError> {
+async fn route(mut req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiError> {
     let path = req.path();
     let (allowed, allow_header) = match path.as_str() {
-        "/cobordism-lm-head" => (req.method() == Method::Post, "POST"),
+        "/cobordism-lm-head" | "/cobordism-lm-head/warm" => (req.method() == Method::Post, "POST"),
         #[cfg(feature = "fault-injection")]
         "/__fault/panic" | "/__fault/oom" => (req.method() == Method::Post, "POST"),
         "/healthz" => (
@@ -59,6 +61,7 @@ async fn route(mut req: Request, env: &Env) -> Result<Response, ApiError> {
         "/__fault/panic" => fault::panic(),
         #[cfg(feature = "fault-injection")]
         "/__fault/oom" => fault::exhaust_memory(),
-        _ => handlers::lm_head(&cfg, env, &mut req).await,
+        "/cobordism-lm-head/warm" => handlers::warm(&cfg, env, ctx).await,
+        _ => handlers::lm_head(&cfg, env, ctx, &mut req).await,
     }
 }

@@ -3,7 +3,7 @@
 
 use cobordism_shard::{Host, Object, ObjectBody, ShardError, StoreError};
 use futures_util::StreamExt;
-use worker::{Bucket, ByteStream, Env};
+use worker::{Bucket, ByteStream, Env, Range};
 
 /// Name of the R2 binding holding manifests and slices.
 pub const BUCKET_BINDING: &str = "LM_HEAD";
@@ -36,6 +36,20 @@ impl ObjectBody for R2Body {
     }
 }
 
+/// An R2 object as the shard reads it: etag, whole size, body stream.
+fn streamed(object: worker::Object) -> Result<Object<R2Body>, StoreError> {
+    let body = object
+        .body()
+        .map(|b| b.stream())
+        .transpose()
+        .map_err(failed)?;
+    Ok(Object {
+        etag: object.etag(),
+        size: object.size(),
+        body: R2Body(body),
+    })
+}
+
 impl Host for R2 {
     type Body = R2Body;
 
@@ -45,19 +59,22 @@ impl Host for R2 {
     }
 
     async fn get(&self, key: &str) -> Result<Option<Object<R2Body>>, StoreError> {
-        let Some(object) = self.0.get(key).execute().await.map_err(failed)? else {
-            return Ok(None);
+        let object = self.0.get(key).execute().await.map_err(failed)?;
+        object.map(streamed).transpose()
+    }
+
+    async fn get_range(
+        &self,
+        key: &str,
+        start: u64,
+        len: u64,
+    ) -> Result<Option<Object<R2Body>>, StoreError> {
+        let range = Range::OffsetWithLength {
+            offset: start,
+            length: len,
         };
-        let body = object
-            .body()
-            .map(|b| b.stream())
-            .transpose()
-            .map_err(failed)?;
-        Ok(Some(Object {
-            etag: object.etag(),
-            size: object.size(),
-            body: R2Body(body),
-        }))
+        let object = self.0.get(key).range(range).execute().await.map_err(failed)?;
+        object.map(streamed).transpose()
     }
 
     fn now_ms(&self) -> f64 {
