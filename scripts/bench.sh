@@ -146,6 +146,7 @@ One mat-vec of 1024 rows × 5376 columns (21,504 blocks), counted with
 $(cat "$out/callgrind.md")
 HEAD
   cat docs/BENCHMARKS-serving.md # scripts/serving-bench.sh writes it (10 minutes more)
+  cat docs/BENCHMARKS-cold.md    # scripts/cold-bench.sh writes it (8 minutes more)
   cat docs/BENCHMARKS-notes.md
 } >docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md and docs/benchmarks.svg" >&2

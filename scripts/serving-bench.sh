@@ -37,11 +37,5 @@ $(cat target/serving/serving.md)
 
 HEAD
 } >docs/BENCHMARKS-serving.md
-node -e '
-const fs = require("fs");
-const doc = fs.readFileSync("docs/BENCHMARKS.md", "utf8");
-const notes = fs.readFileSync("docs/BENCHMARKS-notes.md", "utf8");
-const serving = fs.readFileSync("docs/BENCHMARKS-serving.md", "utf8");
-const at = ["## Serving:", "## What the numbers say"].map((h) => doc.indexOf(h)).filter((i) => i >= 0);
-fs.writeFileSync("docs/BENCHMARKS.md", doc.slice(0, Math.min(...at)) + serving + notes);'
+node scripts/splice-section.mjs docs/BENCHMARKS.md docs/BENCHMARKS-serving.md
 echo "wrote docs/BENCHMARKS-serving.md, docs/serving.svg and the section of docs/BENCHMARKS.md" >&2

@@ -24,6 +24,7 @@ export const BINDING = "LM_HEAD";
  * @param {string} [o.authToken] sets the AUTH_TOKEN secret
  * @param {boolean} [o.anonymous] sets ALLOW_ANONYMOUS = "1"
  * @param {boolean} [o.testBuild] runs the test shard (TEST_SCRIPT) instead of the production one
+ * @param {string} [o.script] runs this build of the shard instead (a benchmark's baseline)
  * @param {object} [o.r2Faults] wraps the shards' R2 binding (the local bucket behind it) so that
  *   it fails on demand: `head`/`get` throw while the flag of that name is true (the test flips
  *   them at will), and `onGet({key, offset, length, index})` (may be async) decides each `get`:
@@ -34,9 +35,8 @@ export const BINDING = "LM_HEAD";
  *   `firstByteMs`, and each body streams at most `bytesPerSec` (per stream)
  * @returns {Promise<{endpoints: string[], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare}>}
  */
-export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, r2Faults, r2Shape } = {}) {
+export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape } = {}) {
   const wrapped = r2Faults || r2Shape;
-  const script = testBuild ? TEST_SCRIPT : SCRIPT;
   if (!existsSync(script)) {
     throw new Error(`${script} is missing: run scripts/build-worker.sh${testBuild ? " --test" : ""} first`);
   }

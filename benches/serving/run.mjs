@@ -14,11 +14,12 @@
 //                                         cargo build --release -p cobordism; see
 //                                         scripts/serving-bench.sh)
 import { parseArgs } from "node:util";
-import { existsSync, mkdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import { startShards } from "../../worker/local.mjs";
-import { bundleForDeploy, cli, hiddenBytes, seed, TOKEN } from "../../tests/worker/helpers.mjs";
+import { bundleForDeploy, hiddenBytes, seed, TOKEN } from "../../tests/worker/helpers.mjs";
+import { benchModel, WORK } from "../model.mjs";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const { values } = parseArgs({
@@ -36,23 +37,12 @@ const { values } = parseArgs({
 });
 const levels = values.concurrency.split(",").map(Number);
 const precisions = values.precisions.split(",");
-const work = join(ROOT, "target", "serving");
+const work = WORK;
 mkdirSync(work, { recursive: true });
 const log = (...a) => console.error("[serving]", ...a);
 
-// The model: synthesized once per shape, sliced for eight shards, kept in a local R2 state.
-const modelDir = join(work, `${values.shape}-${values.type}-${values.layout}`);
-const slices = join(modelDir, "slices");
-if (!existsSync(join(slices, "manifest.json"))) {
-  log(`synthesizing a ${values.shape} ${values.type} lm-head…`);
-  rmSync(modelDir, { recursive: true, force: true });
-  mkdirSync(modelDir, { recursive: true });
-  cli("synth", "--out", join(modelDir, "m.gguf"), "--shape", values.shape, "--type", values.type, "--seed", "1");
-  cli("slice", "--gguf", join(modelDir, "m.gguf"), "--shards", "8", "--out", slices, "--layout", values.layout);
-  rmSync(join(modelDir, "m.gguf"));
-}
-const manifest = JSON.parse(readFileSync(join(slices, "manifest.json"), "utf8"));
-const model = { slices, manifest };
+const model = benchModel({ shape: values.shape, type: values.type, layout: values.layout, log });
+const manifest = model.manifest;
 const hidden = manifest.hidden;
 
 const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];

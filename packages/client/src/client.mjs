@@ -134,6 +134,21 @@ export class LmHeadClient {
   }
 
   /**
+   * Starts every shard loading its slice and resolves as soon as each has answered (at once:
+   * a shard loads after its answer). Call it when a session starts, before the prompt's
+   * prefill: a cold shard first reads its slice from storage (seconds), and a token waits for
+   * the slowest of the shards. Resolves to each shard's state, `"ready"` (resident) or
+   * `"loading"`; a shard that cannot load (its deployment is wrong) rejects with its
+   * ShardError, retried like any call when retrying may help.
+   * @returns {Promise<string[]>}
+   */
+  async warm() {
+    return Promise.all(
+      this.shards.map((s, i) => this.#post(i, `${s.url}/warm`, undefined, async (r) => (await r.json()).state)),
+    );
+  }
+
+  /**
    * One token per hidden vector, drawn exactly from softmax(z / temperature) narrowed by topK,
    * topP, minP (0 or absent: off); temperature 0 is greedy. The same seed gives the same token
    * for any number of shards. Use one seed per decoding step.
@@ -379,14 +394,20 @@ export class LmHeadClient {
     const shard = this.shards[i];
     const q = [query, this.precision === "int8" ? "precision=int8" : ""].filter(Boolean).join("&");
     const url = q ? `${shard.url}?${q}` : shard.url;
+    return this.#post(i, url, b.bytes, (r) => this.#answer(i, url, r));
+  }
+
+  /** POSTs `body` to shard i until it answers 2xx, then `read(response)`; retries what is worth it. */
+  async #post(i, url, body, read) {
+    const shard = this.shards[i];
     const headers = { "Content-Type": "application/octet-stream" };
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
     for (let attempt = 0; ; attempt++) {
       let failure;
       let wait = 200 * 2 ** attempt;
       try {
-        const r = await shard.fetch(url, { method: "POST", body: b.bytes, headers, signal: AbortSignal.timeout(this.timeoutMs) });
-        if (r.ok) return await this.#answer(i, url, r);
+        const r = await shard.fetch(url, { method: "POST", body, headers, signal: AbortSignal.timeout(this.timeoutMs) });
+        if (r.ok) return await read(r);
         const text = await r.text();
         let code, detail;
         try {

@@ -71,6 +71,8 @@ export class ShardError extends Error {
 export class LmHeadClient {
   constructor(options: ClientOptions);
   /** One token per hidden vector (a Float32Array, or an array of up to 8 of them). */
+  /** Starts every shard loading its slice (call it before prefill); each shard's state. */
+  warm(): Promise<Array<"ready" | "loading">>;
   sample(hidden: Float32Array, options?: SampleOptions): Promise<Sampled>;
   sample(hidden: Float32Array[], options?: SampleOptions): Promise<Sampled[]>;
   topK(hidden: Float32Array, k: number): Promise<TopK>;

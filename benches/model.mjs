@@ -1,0 +1,23 @@
+// The benchmarks' model: an lm-head of a real model's shape, synthesized once by the `cobordism`
+// CLI, sliced for eight shards and kept under target/serving/ (shared by benches/serving and
+// benches/cold), with a local R2 state to seed it into.
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { cli } from "../tests/worker/helpers.mjs";
+
+export const WORK = join(import.meta.dirname, "..", "target", "serving");
+
+/** `{ slices, manifest }` of the `shape` lm-head (`type`, `layout`), made on first use. */
+export function benchModel({ shape = "qwen2.5-7b", type = "q6_k", layout = "packed6", log = () => {} } = {}) {
+  const dir = join(WORK, `${shape}-${type}-${layout}`);
+  const slices = join(dir, "slices");
+  if (!existsSync(join(slices, "manifest.json"))) {
+    log(`synthesizing a ${shape} ${type} lm-head…`);
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    cli("synth", "--out", join(dir, "m.gguf"), "--shape", shape, "--type", type, "--seed", "1");
+    cli("slice", "--gguf", join(dir, "m.gguf"), "--shards", "8", "--out", slices, "--layout", layout);
+    rmSync(join(dir, "m.gguf"));
+  }
+  return { slices, manifest: JSON.parse(readFileSync(join(slices, "manifest.json"), "utf8")) };
+}
