@@ -23,9 +23,9 @@ if [ "$baseline" != none ]; then
   base=target/cold-baseline
   if [ ! -f "$base/rev" ] || [ "$(cat "$base/rev")" != "$baseline" ]; then
     rm -rf "$base" && git worktree prune
-    git worktree add -f --detach "$base/src" "$baseline" >/dev/null
-    (cd "$base/src" && ln -s ../../../node_modules node_modules &&
-      CARGO_TARGET_DIR="$PWD/../target" scripts/build-worker.sh >/dev/null)
+    git worktree add -f --detach "$base/src" "$baseline" >/dev/null && mkdir -p "$base/target"
+    (cd "$base/src" && ln -s ../../../node_modules node_modules && ln -s ../target target &&
+      scripts/build-worker.sh >/dev/null)
     echo "$baseline" >"$base/rev"
   fi
   args+=(--baseline-script "$base/src/worker/build/index.js")
@@ -45,8 +45,10 @@ or behind a wrapper that paces it like production R2 (\`worker/local.mjs\` \`r2S
 answers after the first-byte latency, each body streams at most the rate per stream). "Slice
 load" is the shard's own \`load_ms\` (manifest + slice, checksum included); "first request" the
 caller's latency of the request that loaded it (plus the compute). The eight-shard rows time
-\`client.logits\` (every shard, the client's retries included) in one workerd process, whose
-eight isolates share one thread here. Wall-clock figures move by ±10–15 % between runs.
+\`client.logits\` (every shard, the client's retries included) against eight workerd processes,
+one per shard as each runs in its own isolate on Cloudflare (here they share the two cores:
+loading eight slices at once is partly CPU-bound on this machine). Wall-clock figures move by
+±10–15 % between runs.
 
 $(cat target/serving/cold.md)
 HEAD

@@ -10,9 +10,10 @@
 //
 // 1. One shard, fresh workerd per run: the first request's latency (manifest + slice + compute)
 //    and the shard's own load time (/healthz `slice.load_ms`), for LOAD_STREAMS = 1, 2, 4, 6.
-// 2. Eight shards in one workerd (one thread here), through @cobordism/client: the first
-//    token's latency (all eight cold) without a warm-up, with `client.warm()` issued `--lead`
-//    ms before it, and a warm token's for reference.
+// 2. Eight shards, each in its own workerd process (as each runs in its own isolate on
+//    Cloudflare; here they share two cores), through @cobordism/client: the first token's
+//    latency (all eight cold) without a warm-up, with `client.warm()` issued `--lead` ms
+//    before it, and a warm token's for reference.
 //
 //   node benches/cold/run.mjs [--runs 5] [--streams 1,2,4,6] [--first-byte-ms 50] [--mb-per-s 15]
 //        [--lead 2000] [--baseline-script DIR/build/index.js] [--json FILE]
@@ -81,11 +82,14 @@ async function coldShard({ loadStreams, r2Shape, script }) {
   }
 }
 
-/** Eight fresh shards: the first token (logits through the client) after `warmLead` ms of warm-up (none if null). */
+/** Eight fresh shards, each in its own workerd process: the first token (logits through the
+ * client) after `warmLead` ms of warm-up (none if null). */
 async function coldToken(warmLead) {
-  const s = await startShards({ shards: 8, state, authToken: TOKEN, r2Shape: shape });
+  const shards = await Promise.all(
+    Array.from({ length: 8 }, (_, i) => startShards({ shards: 1, state, authToken: TOKEN, r2Shape: shape, vars: { SHARD_INDEX: String(i), SHARD_COUNT: "8" } })),
+  );
   try {
-    const client = new LmHeadClient({ endpoints: s.endpoints, token: TOKEN });
+    const client = new LmHeadClient({ endpoints: shards.map((s) => s.endpoints[0]), token: TOKEN });
     const x = (seedNo) => new Float32Array(hiddenBytes(manifest.hidden, seedNo).buffer);
     if (warmLead !== null) {
       await client.warm();
@@ -98,7 +102,7 @@ async function coldToken(warmLead) {
     await client.logits(x(4));
     return { firstMs, warmMs: performance.now() - t1 };
   } finally {
-    await s.dispose();
+    await Promise.all(shards.map((s) => s.dispose()));
   }
 }
 

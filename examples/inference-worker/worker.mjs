@@ -1,6 +1,8 @@
 // An inference Worker's last step: a hidden state in, a sampled token out, through the eight
 // lm-head shards. POST the hidden vector (little-endian f32) to /next-token?temperature=…&top_p=…
-// &seed=…[&precision=int8]; the answer is {"token", "logprob"}. See README.md.
+// &seed=…[&precision=int8]; the answer is {"token", "logprob"}. POST /session starts a session:
+// it warms the shards (they load their slices while the prompt's prefill runs), answering
+// {"shards": ["ready" | "loading", …]}. See README.md.
 //
 // A caller's mistake (a malformed parameter, a hidden vector the shards refuse) is answered with
 // 400 and what was wrong; a failure of the shards with 502 (503 when retrying later may help).
@@ -43,22 +45,38 @@ function failure(e) {
   return Response.json({ error: "shard_error", detail: e.message, retryable: e.retryable }, { status, headers: e.retryable ? { "Retry-After": "1" } : {} });
 }
 
+/** The client of `precision`, made on first use. */
+function client(env, precision) {
+  // No client `coalesce` here: it would merge calls of different requests, and workerd
+  // cancels a request that waits on another request's fetch. The shards coalesce instead.
+  return (clients[precision] ??= new LmHeadClient({ endpoints: env.SHARD_URLS.split(",").map((u) => u.trim()), token: env.SHARD_TOKEN, precision }));
+}
+
 export default {
   async fetch(request, env) {
-    if (request.method !== "POST" || new URL(request.url).pathname !== "/next-token") {
-      return new Response("POST a hidden vector to /next-token\n", { status: 404 });
+    const path = new URL(request.url).pathname;
+    if (request.method === "POST" && path === "/session") {
+      // A session's first call, before its prompt's prefill: every shard starts loading its
+      // slice now, so that the first token, seconds later, finds them resident. (A Worker that
+      // runs the prefill itself calls client.warm() first thing and awaits it after.)
+      try {
+        return Response.json({ shards: await client(env, "exact").warm() });
+      } catch (e) {
+        return failure(e);
+      }
+    }
+    if (request.method !== "POST" || path !== "/next-token") {
+      return new Response("POST /session, then a hidden vector to /next-token\n", { status: 404 });
     }
     try {
       const q = new URL(request.url).searchParams;
       const precision = q.get("precision") ?? "exact";
       if (precision !== "exact" && precision !== "int8") throw new BadRequest(`precision must be exact or int8, not ${JSON.stringify(precision)}`);
-      // No client `coalesce` here: it would merge calls of different requests, and workerd
-      // cancels a request that waits on another request's fetch. The shards coalesce instead.
-      const client = (clients[precision] ??= new LmHeadClient({ endpoints: env.SHARD_URLS.split(",").map((u) => u.trim()), token: env.SHARD_TOKEN, precision }));
+      const lmHead = client(env, precision);
       const o = options(q);
       const bytes = await request.arrayBuffer();
       if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) throw new BadRequest("send the hidden state as little-endian f32");
-      const { token, logprob } = await client.sample(new Float32Array(bytes), o);
+      const { token, logprob } = await lmHead.sample(new Float32Array(bytes), o);
       return Response.json({ token, logprob });
     } catch (e) {
       return failure(e);

@@ -53,16 +53,34 @@ async fn ensure_at_once(mut ensure: Ensure) -> Result<Result<Residency, ShardErr
     }
 }
 
+/// How often a request that found another request loading the slice looks again.
+const LOAD_POLL: Duration = Duration::from_millis(20);
+/// How many times it looks (10 s) before it is answered `503 slice_loading`.
+const LOAD_POLLS: u32 = 500;
+
 /// Makes sure the slice is resident. Work that waits for storage (a load, a manifest check)
 /// runs under `ctx.waitUntil`: this request awaits it, but its caller going away does not
-/// cancel it (Workers cancel a request's own work when its client disconnects).
+/// cancel it (Workers cancel a request's own work when its client disconnects). A request that
+/// finds another request (or a warm-up) loading the slice waits for that load on its own timer
+/// — Workers cancel a request that awaits another request's promise — rather than be sent away
+/// with `503 slice_loading` and come back a whole `Retry-After` later.
 async fn resident(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Residency, ShardError> {
-    match ensure_at_once(ensure(cfg, env)?).await {
-        Ok(done) => done,
-        Err(waiting) => {
-            let shared = waiting.shared();
-            ctx.wait_until(shared.clone().map(drop));
-            shared.await
+    let mut polls = 0;
+    loop {
+        let done = match ensure_at_once(ensure(cfg, env)?).await {
+            Ok(done) => done,
+            Err(waiting) => {
+                let shared = waiting.shared();
+                ctx.wait_until(shared.clone().map(drop));
+                shared.await
+            }
+        };
+        match done {
+            Err(e) if e.code == "slice_loading" && polls < LOAD_POLLS => {
+                polls += 1;
+                Delay::from(LOAD_POLL).await;
+            }
+            done => return done,
         }
     }
 }

@@ -1,9 +1,12 @@
 //! The shard's host in Workers: the R2 bucket as its object store, and the Worker's clock
 //! (which in production advances only with I/O).
 
-use cobordism_shard::{Host, Object, ObjectBody, ShardError, StoreError};
+use cobordism_shard::{Chunk, Host, Object, ObjectBody, ShardError, StoreError};
 use futures_util::StreamExt;
-use worker::{Bucket, ByteStream, Env, Range};
+use js_sys::Uint8Array;
+use wasm_bindgen::JsCast;
+use wasm_streams::readable::IntoStream;
+use worker::{Bucket, Env, Range, ResponseBody};
 
 /// Name of the R2 binding holding manifests and slices.
 pub const BUCKET_BINDING: &str = "LM_HEAD";
@@ -24,25 +27,47 @@ fn failed(e: worker::Error) -> StoreError {
     StoreError(e.to_string())
 }
 
-/// An R2 object's body as a stream of chunks (none for an empty object).
-pub struct R2Body(Option<ByteStream>);
+/// An R2 object's body as a stream of chunks (none for an empty object), read from the
+/// runtime's `ReadableStream` as they come.
+pub struct R2Body(Option<IntoStream<'static>>);
+
+/// A chunk as the runtime hands it out: copied once, into its place in the slice.
+pub struct R2Chunk(Uint8Array);
+
+impl Chunk for R2Chunk {
+    fn len(&self) -> usize {
+        self.0.length() as usize
+    }
+
+    fn copy_to(&self, dst: &mut [u8]) {
+        self.0.copy_to(dst);
+    }
+}
 
 impl ObjectBody for R2Body {
-    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
-        match &mut self.0 {
-            Some(stream) => stream.next().await.transpose().map_err(failed),
-            None => Ok(None),
+    type Chunk = R2Chunk;
+
+    async fn next_chunk(&mut self) -> Result<Option<R2Chunk>, StoreError> {
+        let Some(stream) = &mut self.0 else {
+            return Ok(None);
+        };
+        match stream.next().await.transpose() {
+            Ok(chunk) => Ok(chunk.map(|c| R2Chunk(c.unchecked_into()))),
+            Err(e) => Err(failed(e.into())),
         }
     }
 }
 
 /// An R2 object as the shard reads it: etag, whole size, body stream.
 fn streamed(object: worker::Object) -> Result<Object<R2Body>, StoreError> {
-    let body = object
-        .body()
-        .map(|b| b.stream())
-        .transpose()
-        .map_err(failed)?;
+    let body = match object.body().map(|b| b.response_body()).transpose() {
+        Ok(None) => None,
+        Ok(Some(ResponseBody::Stream(s))) => {
+            Some(wasm_streams::ReadableStream::from_raw(s.unchecked_into()).into_stream())
+        }
+        Ok(Some(_)) => return Err(StoreError("R2 gave a body that is not a stream".into())),
+        Err(e) => return Err(failed(e)),
+    };
     Ok(Object {
         etag: object.etag(),
         size: object.size(),

@@ -7,6 +7,7 @@
 //! * [`upload`]: put the slices and the manifest into R2 with wrangler.
 //! * [`logits`]: compute logits from shard endpoints or locally, and compare the two.
 //! * [`sample`](mod@sample): draw a token exactly, or score given tokens, across the shards.
+//! * [`warm`]: ask every shard to load its slice before the first token.
 //! * [`tokens`]: the vocabulary's text next to the slices, for printing tokens.
 //! * [`demo`]: all of the above against eight local shards in workerd.
 
@@ -23,6 +24,7 @@ pub mod source;
 pub mod synth;
 pub mod tokens;
 pub mod upload;
+pub mod warm;
 
 use std::fmt;
 

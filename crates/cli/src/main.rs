@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use cobordism::{demo, logits, plan, sample, slice, synth, upload, ExitError};
+use cobordism::{demo, logits, plan, sample, slice, synth, upload, warm, ExitError};
 
 /// Run an LLM's lm-head sharded across Cloudflare Workers: make or take a GGUF model, cut its
 /// lm-head into per-Worker slices, upload them to R2 and query the shards.
@@ -42,6 +42,8 @@ enum Command {
     Slice(slice::Args),
     /// Check the slices, then put them and the manifest into R2 with wrangler.
     Upload(upload::Args),
+    /// Ask every shard to load its slice now (before a session's first token).
+    Warm(warm::Args),
     /// Compute the logits of a hidden vector from the shards or locally.
     Logits(logits::Args),
     /// Draw a token exactly (temperature, top-k, top-p, min-p) from the shards or locally.
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         Command::Plan(a) => plan::run(a),
         Command::Slice(a) => slice::run(a),
         Command::Upload(a) => upload::run(a),
+        Command::Warm(a) => warm::run(a),
         Command::Logits(a) => logits::run(a),
         Command::Sample(a) => sample::run_sample(a),
         Command::Logprobs(a) => sample::run_logprobs(a),

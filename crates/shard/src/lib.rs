@@ -27,4 +27,4 @@ pub use framing::{declared_length, unreadable};
 pub use ranges::{DEFAULT_LOAD_STREAMS, MAX_LOAD_STREAMS};
 pub use resident::{replaced, Health, Residency, Resident, Shard};
 pub use settings::Settings;
-pub use store::{Host, Object, ObjectBody, StoreError};
+pub use store::{Chunk, Host, Object, ObjectBody, StoreError};

@@ -7,9 +7,11 @@
 //! * [`split`] cuts the object (its size is known from the manifest) into at most `streams`
 //!   contiguous ranges of nearly equal size, none below [`MIN_RANGE_BYTES`] (a small slice is
 //!   one read: a range costs a round trip).
-//! * All ranges are requested at once. Every chunk goes to `write(offset, bytes)`, which puts
-//!   it at its offset in the one buffer reserved at the object's size, so ranges may arrive in
-//!   any order and nothing is copied twice. The peak is the slice plus a chunk per stream.
+//! * All ranges are requested at once. Every chunk goes to `write(offset, chunk, prefix)`,
+//!   which copies it (once, from the host's buffer) to its offset in the one buffer reserved at
+//!   the object's size, so ranges may arrive in any order; `prefix` is how many bytes from the
+//!   start are filled without a gap, for a checksum that follows them. The peak is the slice
+//!   plus a chunk per stream.
 //! * A range whose read fails or ends early is read again from its first missing byte, up to
 //!   [`RANGE_ATTEMPTS`] reads in all; the other ranges go on meanwhile.
 //! * Every response must report the expected size and one and the same etag: an object written
@@ -24,7 +26,7 @@ use core::ops::Range;
 use futures_util::future::try_join_all;
 
 use crate::error::ShardError;
-use crate::store::{Host, ObjectBody};
+use crate::store::{Chunk, Host, ObjectBody};
 
 /// Smallest range worth a read of its own.
 pub const MIN_RANGE_BYTES: u64 = 64 << 10;
@@ -54,9 +56,30 @@ pub enum ReadFailure {
     Write(ShardError),
 }
 
-/// Where each chunk goes: `write(offset, chunk)`; an error ends the load (the load was
-/// superseded).
-pub type Write<'a> = &'a dyn Fn(u64, &[u8]) -> Result<(), ShardError>;
+/// Where each chunk goes: `write(offset, chunk, filled prefix)`; an error ends the load (the load
+/// was superseded).
+pub type Write<'a, C> = &'a dyn Fn(u64, &C, u64) -> Result<(), ShardError>;
+
+/// How far each range is filled; the filled prefix of the object.
+struct Filled {
+    ranges: Vec<Range<u64>>,
+    ends: Vec<u64>,
+}
+
+impl Filled {
+    /// Range `i` is filled up to `end`; returns the object's filled prefix.
+    fn advance(&mut self, i: usize, end: u64) -> u64 {
+        self.ends[i] = end;
+        let mut prefix = 0;
+        for (range, &end) in self.ranges.iter().zip(&self.ends) {
+            prefix = end;
+            if end < range.end {
+                break;
+            }
+        }
+        prefix
+    }
+}
 
 /// `0..size` cut into at most `streams` contiguous ranges of nearly equal size, none below
 /// [`MIN_RANGE_BYTES`] (but one, if the object is smaller); none for an empty object.
@@ -75,30 +98,42 @@ pub fn split(size: u64, streams: usize) -> Vec<Range<u64>> {
         .collect()
 }
 
+/// The chunks of [`Host::Body`].
+pub type ChunkOf<H> = <<H as Host>::Body as ObjectBody>::Chunk;
+
 /// Reads the `size` bytes of `key` as [`split`] cuts them, `streams` at once, handing each
-/// chunk to `write(offset, chunk)`; returns when every byte was written once.
+/// chunk to `write`; returns when every byte was written once.
 pub async fn read_ranges<H: Host>(
     host: &H,
     key: &str,
     size: u64,
     streams: usize,
-    write: Write<'_>,
+    write: Write<'_, ChunkOf<H>>,
 ) -> Result<(), ReadFailure> {
     let etag = RefCell::new(None);
-    let reads = split(size, streams)
-        .into_iter()
-        .map(|range| read_range(host, key, size, range, &etag, write));
+    let ranges = split(size, streams);
+    let filled = RefCell::new(Filled {
+        ends: ranges.iter().map(|r| r.start).collect(),
+        ranges: ranges.clone(),
+    });
+    let (etag, filled) = (&etag, &filled);
+    let reads = ranges.into_iter().enumerate().map(|(i, range)| {
+        let ours = move |end| filled.borrow_mut().advance(i, end);
+        read_range(host, key, size, range, etag, write, ours)
+    });
     try_join_all(reads).await.map(drop)
 }
 
-/// Reads `range` of `key`, resuming after a failed or short read.
+/// Reads `range` of `key`, resuming after a failed or short read; `filled(end)` notes that the
+/// range is filled up to `end` and returns the object's filled prefix.
 async fn read_range<H: Host>(
     host: &H,
     key: &str,
     size: u64,
     range: Range<u64>,
     etag: &RefCell<Option<String>>,
-    write: Write<'_>,
+    write: Write<'_, ChunkOf<H>>,
+    filled: impl Fn(u64) -> u64,
 ) -> Result<(), ReadFailure> {
     let mut at = range.start;
     let mut attempts = 0;
@@ -124,8 +159,9 @@ async fn read_range<H: Host>(
                             break format!("the read went past byte {}", range.end)
                         }
                         Ok(Some(chunk)) => {
-                            write(at, &chunk).map_err(ReadFailure::Write)?;
-                            at += chunk.len() as u64;
+                            let end = at + chunk.len() as u64;
+                            write(at, &chunk, filled(end)).map_err(ReadFailure::Write)?;
+                            at = end;
                         }
                     }
                 }

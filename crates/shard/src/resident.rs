@@ -40,7 +40,7 @@ use kquant::QMatrix;
 use crate::error::{zeroed, ShardError};
 use crate::ranges::{read_ranges, ReadFailure};
 use crate::settings::Settings;
-use crate::store::{Host, Object, ObjectBody};
+use crate::store::{Chunk, Host, Object, ObjectBody};
 
 /// Longest wait between two manifest checks after failures.
 const MAX_BACKOFF_MS: f64 = 60_000.0;
@@ -205,10 +205,12 @@ fn backoff_ms(failures: u32) -> f64 {
 async fn read_all(body: &mut impl ObjectBody, cap: u64) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     while let Some(chunk) = body.next_chunk().await.map_err(|e| e.to_string())? {
-        if (out.len() + chunk.len()) as u64 > cap {
+        let at = out.len();
+        if (at + chunk.len()) as u64 > cap {
             return Err(format!("longer than {cap} bytes"));
         }
-        out.extend_from_slice(&chunk);
+        out.resize(at + chunk.len(), 0);
+        chunk.copy_to(&mut out[at..]);
     }
     Ok(out)
 }
@@ -519,14 +521,24 @@ impl Shard {
             l.expected = entry.bytes;
         })
         .ok_or_else(superseded)?;
-        let write = |at: u64, chunk: &[u8]| {
+        // The checksum follows the slice's filled prefix as it grows, so that a single stream
+        // is hashed while it arrives and the rest once the ranges before it are in.
+        let hashed = RefCell::new((Checksum::new(), 0usize));
+        let write = |at: u64, chunk: &<H::Body as ObjectBody>::Chunk, prefix: u64| {
             let now = host.now_ms();
             self.with_loading(generation, |l| {
-                // `read_ranges` keeps every chunk within its range, hence within the buffer.
+                // `read_ranges` keeps every chunk within its range, hence within the buffer,
+                // and `prefix` within the object.
                 let at = at as usize;
-                l.buf[at..at + chunk.len()].copy_from_slice(chunk);
+                chunk.copy_to(&mut l.buf[at..at + chunk.len()]);
                 l.received += chunk.len() as u64;
                 l.last_progress_ms = now;
+                let (checksum, done) = &mut *hashed.borrow_mut();
+                let prefix = prefix as usize;
+                if prefix > *done {
+                    checksum.update(&l.buf[*done..prefix]);
+                    *done = prefix;
+                }
             })
             .ok_or_else(superseded)
         };
@@ -553,7 +565,12 @@ impl Shard {
         let slice = self
             .with_loading(generation, |l| core::mem::take(&mut l.buf))
             .ok_or_else(superseded)?;
-        let sum = Checksum::of(&slice);
+        let (checksum, done) = hashed.into_inner();
+        if done != size {
+            // `read_ranges` returned: every range is filled, so the prefix is the whole slice.
+            return Err(ShardError::internal(format_args!("{key}: {done} of {size} bytes hashed")));
+        }
+        let sum = checksum.finish();
         if sum != entry.checksum {
             let what = format_args!("checksum {sum}, manifest says {}", entry.checksum);
             return Err(corrupt(&key, "checksum", what));

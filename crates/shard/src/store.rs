@@ -24,11 +24,39 @@ pub struct Object<B> {
     pub body: B,
 }
 
+/// A chunk of an object's bytes as the host holds it (in the Worker a JavaScript `Uint8Array`),
+/// copied once, straight to where it goes.
+pub trait Chunk {
+    /// Its length in bytes.
+    fn len(&self) -> usize;
+
+    /// Whether it holds no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies it into `dst`, which is exactly [`Chunk::len`] bytes long.
+    fn copy_to(&self, dst: &mut [u8]);
+}
+
+impl Chunk for Vec<u8> {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    fn copy_to(&self, dst: &mut [u8]) {
+        dst.copy_from_slice(self);
+    }
+}
+
 /// The bytes of an object, chunk by chunk.
 #[allow(async_fn_in_trait)] // used single-threaded (wasm), never as `dyn`
 pub trait ObjectBody {
+    /// How the host hands out a chunk.
+    type Chunk: Chunk;
+
     /// The next chunk, `None` at the end.
-    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, StoreError>;
+    async fn next_chunk(&mut self) -> Result<Option<Self::Chunk>, StoreError>;
 }
 
 /// The host: object store and clock.

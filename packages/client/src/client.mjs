@@ -144,7 +144,14 @@ export class LmHeadClient {
    */
   async warm() {
     return Promise.all(
-      this.shards.map((s, i) => this.#post(i, `${s.url}/warm`, undefined, async (r) => (await r.json()).state)),
+      this.shards.map((s, i) => {
+        const url = `${s.url}/warm`;
+        return this.#post(i, url, undefined, async (r) => {
+          const said = await r.json();
+          if (said.shard_index !== i) throw new ShardError(`shard ${i} (${url}) is shard ${said.shard_index}: give the endpoints in shard order`, { shard: i, url });
+          return said.state;
+        });
+      }),
     );
   }
 

@@ -149,6 +149,26 @@ test("a slow shard and a shard that answers 503 then recovers: the same answer",
   }
 });
 
+test("warm() starts every shard loading and answers at once; the shards then serve the same tokens", async () => {
+  // Fresh shards over R2 paced like production, only slower: each load takes a few hundred ms.
+  const cold = await startShards({ shards: 8, authToken: TOKEN, r2Shape: { firstByteMs: 20, bytesPerSec: 300_000 } });
+  try {
+    await seed(await cold.bucket(), model);
+    const c = new LmHeadClient({ endpoints: cold.endpoints, token: TOKEN });
+    assert.deepEqual(await c.warm(), Array(8).fill("loading"), "every shard answers before its slice is in");
+    let states;
+    for (let i = 0; i < 200 && (states = await c.warm()).some((s) => s !== "ready"); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(states, Array(8).fill("ready"));
+    const o = { temperature: 0.8, seed: 5 };
+    assert.deepEqual(await c.sample(hidden, o), await client().sample(hidden, o));
+    const swapped = [cold.endpoints[1], cold.endpoints[0], ...cold.endpoints.slice(2)];
+    await assert.rejects(new LmHeadClient({ endpoints: swapped, token: TOKEN }).warm(), (e) => e instanceof ShardError && !e.retryable && /is shard 1/.test(e.message));
+    await assert.rejects(new LmHeadClient({ endpoints: cold.endpoints, token: "wrong" }).warm(), (e) => e.status === 401 && !e.retryable);
+  } finally {
+    await cold.dispose();
+  }
+});
+
 test("answers from another version, the wrong shard or without the token are refused", async () => {
   const mixed = shards.endpoints.map((e, i) => (i === 3 ? others.endpoints[3] : e));
   await assert.rejects(client({ endpoints: mixed, retries: 1 }).sample(hidden), (e) => e instanceof ShardError && e.shard === 3 && /manifest version/.test(e.message));

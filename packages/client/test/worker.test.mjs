@@ -53,6 +53,12 @@ after(async () => {
 });
 
 test("the example inference Worker samples the CLI's tokens through eight shards, one slow, one 503 then back", async () => {
+  // A session starts by warming the (cold) shards: each answers at once, loading or ready.
+  const session = await (await mf.getWorker("inference")).fetch("http://localhost/session", { method: "POST" });
+  const warmed = await session.json();
+  assert.equal(session.status, 200, JSON.stringify(warmed));
+  assert.equal(warmed.shards.length, 8);
+  assert.ok(warmed.shards.every((s) => s === "loading" || s === "ready"), JSON.stringify(warmed));
   const manifest = join(model.slices, "manifest.json");
   for (const [i, query] of ["temperature=0.8&seed=1", "temperature=1&top_p=0.9&seed=2", "temperature=0"].entries()) {
     const bytes = hiddenBytes(256, 30 + i);

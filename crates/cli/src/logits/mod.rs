@@ -29,23 +29,15 @@ use crate::slices;
 use crate::tokens::Vocabulary;
 use crate::{ExitError, EXIT_VERIFY_FAILED};
 
-/// Where the answers come from: the shard Workers or the slice files. Shared by `logits`,
-/// `sample` and `logprobs`.
+/// How to reach the shard Workers. Shared by `logits`, `sample`, `logprobs` and `warm`.
 #[derive(ClapArgs, Debug)]
-pub struct Source {
-    /// The manifest.json written by `slice` (with --local, and `logits --verify`, its slices are
-    /// read from the same folder).
-    #[arg(long, value_name = "FILE")]
-    pub manifest: PathBuf,
+pub struct Shards {
     /// Base URL of a shard Worker; repeat once per shard, in shard order.
     #[arg(long, value_name = "URL")]
     pub endpoint: Vec<String>,
     /// File with one endpoint URL per line, in shard order (blank lines and # comments skipped).
     #[arg(long, value_name = "FILE")]
     pub endpoints_from: Option<PathBuf>,
-    /// Compute locally from the slice files instead of asking the Workers.
-    #[arg(long)]
-    pub local: bool,
     /// Bearer token for the Workers (or set COBORDISM_TOKEN, which keeps it out of `ps`).
     #[arg(
         long,
@@ -54,16 +46,75 @@ pub struct Source {
         hide_env_values = true
     )]
     pub token: Option<String>,
-    /// Use kquant's int8 fast mode (8-bit activations, ~7e-3 of max |y| error; still the same
-    /// bits locally and on the shards).
-    #[arg(long)]
-    pub int8: bool,
     /// Timeout of one request.
     #[arg(long, value_name = "S", default_value_t = 30)]
     pub timeout_secs: u64,
     /// Retries of a request that failed to connect, timed out or got a 429/5xx.
     #[arg(long, value_name = "R", default_value_t = 5)]
     pub retries: u32,
+}
+
+impl Shards {
+    /// How to talk to them.
+    fn options(&self, precision: Precision) -> Options {
+        Options {
+            token: self.token.clone(),
+            timeout: Duration::from_secs(self.timeout_secs.max(1)),
+            retries: self.retries,
+            precision,
+        }
+    }
+
+    /// The endpoint URLs, shard i at position i.
+    fn endpoints(&self) -> Result<Vec<String>> {
+        let urls = match &self.endpoints_from {
+            None => self.endpoint.clone(),
+            Some(path) => {
+                let text = fs::read_to_string(path).with_context(|| {
+                    format!("cannot read the endpoints file {}", path.display())
+                })?;
+                let urls: Vec<String> = text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(String::from)
+                    .collect();
+                ensure!(!urls.is_empty(), "{}: no endpoint URLs", path.display());
+                urls
+            }
+        };
+        for url in &urls {
+            ensure!(
+                url.starts_with("http://") || url.starts_with("https://"),
+                "endpoint {url:?}: expected an http:// or https:// URL"
+            );
+        }
+        Ok(urls)
+    }
+
+    /// Asks every shard to load its slice; their states in shard order (`ready`, `loading`).
+    pub fn warm(&self, manifest: &Manifest) -> Result<Vec<String>> {
+        remote::warm(manifest, &self.endpoints()?, &self.options(Precision::Exact))
+    }
+}
+
+/// Where the answers come from: the shard Workers or the slice files. Shared by `logits`,
+/// `sample` and `logprobs`.
+#[derive(ClapArgs, Debug)]
+pub struct Source {
+    /// The manifest.json written by `slice` (with --local, and `logits --verify`, its slices are
+    /// read from the same folder).
+    #[arg(long, value_name = "FILE")]
+    pub manifest: PathBuf,
+    #[command(flatten)]
+    pub shards: Shards,
+    /// Compute locally from the slice files instead of asking the Workers.
+    #[arg(long)]
+    pub local: bool,
+    /// Use kquant's int8 fast mode (8-bit activations, ~7e-3 of max |y| error; still the same
+    /// bits locally and on the shards).
+    #[arg(long)]
+    pub int8: bool,
 }
 
 impl Source {
@@ -97,40 +148,10 @@ impl Source {
             let all = local::compute(manifest, self.dir(), hidden, self.precision())?;
             return Ok((local_replies(manifest, &all, form)?, None));
         }
-        let opts = Options {
-            token: self.token.clone(),
-            timeout: Duration::from_secs(self.timeout_secs.max(1)),
-            retries: self.retries,
-            precision: self.precision(),
-        };
-        let (replies, timings) = remote::fetch(manifest, &self.endpoints()?, hidden, &opts, form)?;
+        let opts = self.shards.options(self.precision());
+        let endpoints = self.shards.endpoints()?;
+        let (replies, timings) = remote::fetch(manifest, &endpoints, hidden, &opts, form)?;
         Ok((replies, Some(timings)))
-    }
-
-    fn endpoints(&self) -> Result<Vec<String>> {
-        let urls = match &self.endpoints_from {
-            None => self.endpoint.clone(),
-            Some(path) => {
-                let text = fs::read_to_string(path).with_context(|| {
-                    format!("cannot read the endpoints file {}", path.display())
-                })?;
-                let urls: Vec<String> = text
-                    .lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                    .map(String::from)
-                    .collect();
-                ensure!(!urls.is_empty(), "{}: no endpoint URLs", path.display());
-                urls
-            }
-        };
-        for url in &urls {
-            ensure!(
-                url.starts_with("http://") || url.starts_with("https://"),
-                "endpoint {url:?}: expected an http:// or https:// URL"
-            );
-        }
-        Ok(urls)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Answers of the shard Workers: the hidden vector is POSTed to `<endpoint>/cobordism-lm-head`
 //! of every shard at once, in one reply form (all logits, top-K, the sample winner, token
-//! scores), and each answer is checked against the manifest before it is used.
+//! scores), and each answer is checked against the manifest before it is used. [`warm`] asks
+//! every shard to load its slice (`…/warm`) the same way.
 //!
 //! Checked: one endpoint per shard of the manifest (else the rows that would be missing are
 //! named before anything is sent), status 200, `X-Shard-Index`, `X-Shard-Count`, `X-Vocab`,
@@ -84,11 +85,7 @@ pub fn fetch(
     form: &Form,
 ) -> Result<(Vec<Reply>, Vec<ShardTiming>)> {
     check_endpoint_count(manifest, endpoints.len())?;
-    let agent: Agent = Agent::config_builder()
-        .timeout_global(Some(opts.timeout))
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = agent(opts);
     let body = encode_f32(hidden);
     let jobs: Vec<(&ShardEntry, String)> = manifest
         .shards
@@ -104,48 +101,67 @@ pub fn fetch(
             (s, format!("{}{ROUTE}{sep}{query}", e.trim_end_matches('/')))
         })
         .collect();
-    let per_thread = jobs.len().div_ceil(MAX_PARALLEL);
-    let results = thread::scope(|scope| -> Result<Vec<_>> {
+    let results = in_parallel(&jobs, |(s, url)| {
+        fetch_shard(&agent, url, s, &body, manifest, opts, form)
+    })?;
+    Ok(every_shard(results)?.into_iter().unzip())
+}
+
+/// Asks every shard (shard `i` at `endpoints[i]`) to load its slice (`POST …/warm`) and returns
+/// their states in shard order: `ready` (resident) or `loading`.
+pub fn warm(manifest: &Manifest, endpoints: &[String], opts: &Options) -> Result<Vec<String>> {
+    check_endpoint_count(manifest, endpoints.len())?;
+    let agent = agent(opts);
+    let jobs: Vec<(usize, String)> = endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (i, format!("{}{ROUTE}/warm", e.trim_end_matches('/'))))
+        .collect();
+    let results = in_parallel(&jobs, |(index, url)| {
+        let name = format!("shard {index} ({url})");
+        retried(&name, opts, || warm_once(&agent, url, *index, opts)).map(|(state, _)| state)
+    })?;
+    every_shard(results)
+}
+
+fn agent(opts: &Options) -> Agent {
+    Agent::config_builder()
+        .timeout_global(Some(opts.timeout))
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// `f` of every job, at most [`MAX_PARALLEL`] threads at once, in the jobs' order.
+fn in_parallel<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync) -> Result<Vec<R>> {
+    let per_thread = jobs.len().div_ceil(MAX_PARALLEL).max(1);
+    thread::scope(|scope| {
+        let f = &f;
         let handles: Vec<_> = jobs
             .chunks(per_thread)
-            .map(|group| {
-                let (agent, body) = (&agent, &body);
-                scope.spawn(move || {
-                    group
-                        .iter()
-                        .map(|(s, url)| fetch_shard(agent, url, s, body, manifest, opts, form))
-                        .collect::<Vec<_>>()
-                })
-            })
+            .map(|group| scope.spawn(move || group.iter().map(f).collect::<Vec<_>>()))
             .collect();
         let mut all = Vec::with_capacity(jobs.len());
         for h in handles {
             all.extend(h.join().map_err(|_| anyhow!("a request thread panicked"))?);
         }
         Ok(all)
-    })?;
+    })
+}
 
-    let mut replies = Vec::with_capacity(jobs.len());
-    let mut timings = Vec::with_capacity(jobs.len());
-    let mut failures = Vec::new();
-    for result in results {
-        match result {
-            Ok((reply, timing)) => {
-                replies.push(reply);
-                timings.push(timing);
-            }
-            Err(e) => failures.push(e),
-        }
-    }
+/// Every shard's result, or one error listing every shard that failed.
+fn every_shard<T>(results: Vec<Result<T, String>>) -> Result<Vec<T>> {
+    let total = results.len();
+    let (done, failures): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
     if !failures.is_empty() {
+        let failures: Vec<String> = failures.into_iter().filter_map(Result::err).collect();
         bail!(
-            "{} of {} shards failed:\n  {}",
+            "{} of {total} shards failed:\n  {}",
             failures.len(),
-            jobs.len(),
             failures.join("\n  ")
         );
     }
-    Ok((replies, timings))
+    Ok(done.into_iter().filter_map(Result::ok).collect())
 }
 
 /// One endpoint per shard, else an error naming the rows that no endpoint would answer for.
@@ -213,37 +229,85 @@ fn fetch_shard(
     opts: &Options,
     form: &Form,
 ) -> Result<(Reply, ShardTiming), String> {
+    let name = format!("shard {} ({url})", shard.index);
+    let ((reply, compute_ms, cache, http), attempts) = retried(&name, opts, || {
+        let start = Instant::now();
+        let (reply, compute_ms, cache) =
+            attempt_once(agent, url, shard, body, manifest, opts, form)?;
+        Ok((reply, compute_ms, cache, start.elapsed()))
+    })?;
+    let timing = ShardTiming {
+        index: shard.index,
+        rows: shard.row_count,
+        http,
+        compute_ms,
+        cache,
+        attempts,
+    };
+    Ok((reply, timing))
+}
+
+/// `once` until it succeeds, retrying what is worth it up to `opts.retries` times (after the
+/// shard's `Retry-After`, else a doubling backoff); the value and the attempts it took.
+fn retried<T>(
+    name: &str,
+    opts: &Options,
+    mut once: impl FnMut() -> Result<T, Failure>,
+) -> Result<(T, u32), String> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let start = Instant::now();
-        let failure = match attempt_once(agent, url, shard, body, manifest, opts, form) {
-            Ok((reply, compute_ms, cache)) => {
-                let timing = ShardTiming {
-                    index: shard.index,
-                    rows: shard.row_count,
-                    http: start.elapsed(),
-                    compute_ms,
-                    cache,
-                    attempts: attempt,
-                };
-                return Ok((reply, timing));
-            }
-            Err(f) => f,
-        };
-        let name = format!("shard {} ({url})", shard.index);
-        match failure {
-            Failure::Retry(_, wait) if attempt <= opts.retries => {
+        match once() {
+            Ok(value) => return Ok((value, attempt)),
+            Err(Failure::Retry(_, wait)) if attempt <= opts.retries => {
                 let backoff = BACKOFF * 2u32.pow(attempt.min(8) - 1);
                 thread::sleep(wait.unwrap_or(backoff).min(MAX_RETRY_AFTER));
             }
-            Failure::Retry(msg, _) => {
+            Err(Failure::Retry(msg, _)) => {
                 let plural = if attempt == 1 { "" } else { "s" };
                 return Err(format!("{name}: {msg} (after {attempt} attempt{plural})"));
             }
-            Failure::Fatal(msg) => return Err(format!("{name}: {msg}")),
+            Err(Failure::Fatal(msg)) => return Err(format!("{name}: {msg}")),
         }
     }
+}
+
+/// What a warm-up call answers.
+#[derive(Deserialize)]
+struct Warming {
+    shard_index: usize,
+    state: String,
+}
+
+fn warm_once(agent: &Agent, url: &str, index: usize, opts: &Options) -> Result<String, Failure> {
+    let mut req = agent.post(url);
+    if let Some(t) = &opts.token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    let mut resp = req.send_empty().map_err(transport)?;
+    let status = resp.status().as_u16();
+    if status != 200 && status != 202 {
+        return Err(refused(&mut resp, status));
+    }
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(4096)
+        .read_to_string()
+        .map_err(transport)?;
+    let warming: Warming = serde_json::from_str(&text).map_err(|e| {
+        Failure::Fatal(format!(
+            "its answer is not a warm-up's ({e}): a shard older than this CLI? deploy the shards \
+             again"
+        ))
+    })?;
+    if warming.shard_index != index {
+        return Err(Failure::Fatal(format!(
+            "it is shard {}; the endpoints must be in shard order",
+            warming.shard_index
+        )));
+    }
+    Ok(warming.state)
 }
 
 type Answer = (Reply, Option<String>, Option<String>);

@@ -168,6 +168,8 @@ pub struct Body {
 }
 
 impl ObjectBody for Body {
+    type Chunk = Vec<u8>;
+
     async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
         while self.delay > 0 {
             self.delay -= 1;
