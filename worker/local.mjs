@@ -81,7 +81,8 @@ const WRAPPED_R2 = "wrapped-r2";
 /**
  * The worker behind a wrapped R2 binding: an `R2Bucket` (workers-rs checks the class name) over
  * the real local bucket that fails on demand (asking Node, `faults`) and/or paces its answers
- * like production R2 (`shape`). A shaped body is re-cut into pieces of at most 64 KiB, each
+ * like production R2 (`shape`). A shaped or truncated body comes in pieces of 64 KiB (local R2
+ * hands out 4 KiB chunks, ~14 µs of JavaScript each: a cost of the emulation, not of R2), each
  * released when the stream's byte count allows it.
  */
 function wrappedR2(faults, shape = {}) {
@@ -97,15 +98,21 @@ function wrappedR2(faults, shape = {}) {
       function paced(body, { truncateAfter }, bytesPerSec) {
         const reader = body.getReader();
         const start = Date.now();
-        let sent = 0, rest = new Uint8Array(0);
+        let sent = 0, rest = new Uint8Array(0), ended = false;
         const limit = truncateAfter ?? Infinity;
         return new ReadableStream({
           async pull(controller) {
-            if (rest.length === 0) {
+            // Local R2 hands out 4 KiB chunks: gather them into pieces of 64 KiB.
+            const parts = [rest];
+            let have = rest.length;
+            while (have < 65536 && !ended) {
               const { value, done } = await reader.read();
-              if (done) return controller.close();
-              rest = value;
+              if (done) ended = true;
+              else (parts.push(value), (have += value.length));
             }
+            if (have === 0) return controller.close();
+            rest = new Uint8Array(have);
+            parts.reduce((at, p) => (rest.set(p, at), at + p.length), 0);
             const piece = rest.subarray(0, Math.min(65536, limit - sent));
             rest = rest.subarray(piece.length);
             sent += piece.length;

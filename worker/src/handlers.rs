@@ -9,7 +9,7 @@ use std::time::Duration;
 use cobordism_protocol::{max_body_bytes, Form, Query, MAX_HIDDEN};
 use cobordism_shard::{
     declared_length, replaced, too_large, unreadable, Body, BodyPool, Coalescer, Residency,
-    Settings, Shard, ShardError,
+    Resident, Settings, Shard, ShardError,
 };
 use futures_util::future::LocalBoxFuture;
 use futures_util::{FutureExt, StreamExt};
@@ -87,15 +87,19 @@ async fn resident(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Residency,
 
 /// `POST /cobordism-lm-head/warm`: starts loading the slice (or checking its manifest) and
 /// answers at once, `200` with the state `ready` when it is resident, `202` while it loads,
-/// which goes on after the answer (`ctx.waitUntil`); a load that cannot succeed now answers
-/// the error a request would get.
+/// which goes on after the answer (`ctx.waitUntil`) and ends by running the kernels once
+/// (`Resident::prime`); a load that cannot succeed now answers the error a request would get.
 pub async fn warm(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Response, ApiError> {
     match ensure_at_once(ensure(cfg, env)?).await {
         Ok(Err(e)) if e.code != "slice_loading" => return Err(e.into()),
         Ok(_) => {}
         Err(waiting) => ctx.wait_until(waiting.map(|done| {
-            if let Err(e) = done {
-                worker::console_error!("warm-up load failed: {e}");
+            let primed = done.and_then(|_| {
+                let shard = SHARD.with(Rc::clone);
+                shard.with_resident(Resident::prime).unwrap_or(Ok(()))
+            });
+            if let Err(e) = primed {
+                worker::console_error!("warm-up failed: {e}");
             }
         })),
     }

@@ -98,7 +98,13 @@ impl Host for R2 {
             offset: start,
             length: len,
         };
-        let object = self.0.get(key).range(range).execute().await.map_err(failed)?;
+        let object = self
+            .0
+            .get(key)
+            .range(range)
+            .execute()
+            .await
+            .map_err(failed)?;
         object.map(streamed).transpose()
     }
 

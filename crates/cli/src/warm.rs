@@ -57,7 +57,11 @@ pub fn run(a: &Args) -> Result<()> {
                     println!("shard {i}: {state}");
                 }
                 let ready = states.len() - loading.len();
-                println!("{} shards: {ready} ready, {} loading", states.len(), loading.len());
+                println!(
+                    "{} shards: {ready} ready, {} loading",
+                    states.len(),
+                    loading.len()
+                );
                 return Ok(());
             }
             Some(_) if loading.is_empty() => {

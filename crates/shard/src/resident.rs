@@ -568,7 +568,9 @@ impl Shard {
         let (checksum, done) = hashed.into_inner();
         if done != size {
             // `read_ranges` returned: every range is filled, so the prefix is the whole slice.
-            return Err(ShardError::internal(format_args!("{key}: {done} of {size} bytes hashed")));
+            return Err(ShardError::internal(format_args!(
+                "{key}: {done} of {size} bytes hashed"
+            )));
         }
         let sum = checksum.finish();
         if sum != entry.checksum {
@@ -622,6 +624,17 @@ impl Shard {
 }
 
 impl Resident {
+    /// Runs the kernels once in each precision on a zero vector, answers dropped: a fresh
+    /// engine compiles the wasm kernels' optimized code while they run, so that a warm-up that
+    /// ends with this makes the first real request as fast as the ones after it.
+    pub fn prime(&mut self) -> Result<(), ShardError> {
+        let zero = zeroed(self.manifest.hidden, "a zero vector")?;
+        for precision in [Precision::Exact, Precision::Int8] {
+            self.logits(&zero, 1, precision)?;
+        }
+        Ok(())
+    }
+
     /// `n` hidden vectors (concatenated) → `n · row_count` logits, soft-capped as the manifest
     /// says.
     pub fn logits(

@@ -256,3 +256,12 @@ fn a_slice_over_the_budget_is_refused_before_it_is_read() {
         "misconfigured"
     );
 }
+
+#[test]
+fn priming_the_kernels_leaves_the_answers_as_they_were() {
+    let (store, shard, cfg, m) = (Store::default(), Shard::new(), settings(2), model(12, 2));
+    store.upload(&m);
+    assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
+    assert_eq!(shard.with_resident(|r| r.prime()), Some(Ok(())));
+    assert_eq!(resident_logits(&shard), logits_of(&m, 0));
+}

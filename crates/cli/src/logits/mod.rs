@@ -94,7 +94,11 @@ impl Shards {
 
     /// Asks every shard to load its slice; their states in shard order (`ready`, `loading`).
     pub fn warm(&self, manifest: &Manifest) -> Result<Vec<String>> {
-        remote::warm(manifest, &self.endpoints()?, &self.options(Precision::Exact))
+        remote::warm(
+            manifest,
+            &self.endpoints()?,
+            &self.options(Precision::Exact),
+        )
     }
 }
 
