@@ -8,7 +8,9 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { startShards } from "../../worker/local.mjs";
-import { makeModel, seed, hiddenBytes, localLogits, post, health, warm, TOKEN } from "./helpers.mjs";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { CLI, makeModel, seed, hiddenBytes, localLogits, post, health, warm, TOKEN } from "./helpers.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -178,5 +180,29 @@ test("warm-up reports what stops a load; LOAD_STREAMS is checked", async () => {
   } finally {
     await local.dispose();
     await bad.dispose();
+  }
+});
+
+test("cobordism warm: states at once, --wait until ready; a shard that cannot load or sits at the wrong position fails it", async () => {
+  const two = makeModel({ type: "q4_k", hidden: 512, vocab: 4096, shards: 2, seed: 62 });
+  const local = await startShards({ shards: 2, authToken: TOKEN, r2Shape: { firstByteMs: 50, bytesPerSec: 600_000 } });
+  const empty = await startShards({ shards: 2, authToken: TOKEN, prefix: "nothing-here" });
+  const run = (endpoints, ...extra) =>
+    promisify(execFile)(CLI, ["warm", "--manifest", join(two.slices, "manifest.json"), ...endpoints.flatMap((e) => ["--endpoint", e]), ...extra], {
+      env: { ...process.env, COBORDISM_TOKEN: TOKEN },
+    });
+  try {
+    await seed(await local.bucket(), two);
+    const first = await run(local.endpoints);
+    assert.match(first.stdout, /shard 0: loading\nshard 1: loading\n2 shards: 0 ready, 2 loading/);
+    const waited = await run(local.endpoints, "--wait", "30");
+    assert.match(waited.stdout, /all 2 shards ready after/);
+    for (const e of local.endpoints) assert.equal((await post(e, hiddenBytes(512, 1))).headers.get("x-cache"), "hit");
+    await assert.rejects(run([...local.endpoints].reverse()), (e) => /shard 0 .* is shard 1; the endpoints must be in shard order/.test(e.stderr));
+    await assert.rejects(run(empty.endpoints, "--wait", "30"), (e) => /manifest_missing/.test(e.stderr) && /nothing-here/.test(e.stderr));
+    await assert.rejects(run(local.endpoints.slice(0, 1)), (e) => e.code === 1 && /shard 1 would have no endpoint/.test(e.stderr));
+  } finally {
+    await local.dispose();
+    await empty.dispose();
   }
 });

@@ -64,7 +64,7 @@ pub struct Resident {
 
 struct Loading {
     generation: u64,
-    /// The slice's buffer, at its full size once the reads start.
+    /// The slice's buffer: reserved at the slice's size, zeroed to it when the first bytes arrive.
     buf: Vec<u8>,
     expected: u64,
     received: u64,
@@ -510,7 +510,6 @@ impl Shard {
         buf.clear();
         buf.try_reserve_exact(size)
             .map_err(|_| ShardError::out_of_memory(format_args!("{size} bytes for {key}")))?;
-        buf.resize(size, 0); // ranges land at their offsets, in any order
         let scratch = zeroed(
             MAX_BATCH * manifest.quant_type().scratch_len(manifest.hidden),
             "the kernels' scratch",
@@ -530,6 +529,12 @@ impl Shard {
                 // `read_ranges` keeps every chunk within its range, hence within the buffer,
                 // and `prefix` within the object.
                 let at = at as usize;
+                if l.buf.len() < size {
+                    // Ranges land at their offsets, in any order: zero the buffer (within its
+                    // reserved capacity) once the first bytes are in, not before the reads go
+                    // out, so that it overlaps the wait for them.
+                    l.buf.resize(size, 0);
+                }
                 chunk.copy_to(&mut l.buf[at..at + chunk.len()]);
                 l.received += chunk.len() as u64;
                 l.last_progress_ms = now;
