@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh Debian machine of this kind; idempotent.
-# `scripts/setup.sh demo` (scripts/demo.sh): only what the demo needs — the wasm32 target, the
-# wasm-bindgen CLI and the npm packages (wrangler, Miniflare, esbuild).
+# `scripts/setup.sh demo` (scripts/demo.sh) and `scripts/setup.sh deploy` (scripts/deploy-all.sh):
+# only what building and running the shard Worker needs — the wasm32 target, the wasm-bindgen CLI
+# and the npm packages (wrangler, Miniflare, esbuild); nothing from apt, so any OS with rustup and
+# Node.js will do.
 # `scripts/setup.sh` (scripts/test.sh): everything, also the cross compiler and qemu, the other
 # targets, nightly and cargo-fuzz, and the Python gguf oracle. Nobody needs to run it by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 purpose=${1:-test}
-case $purpose in demo | test) ;; *) echo "usage: scripts/setup.sh [demo|test]" >&2; exit 2 ;; esac
+case $purpose in demo | deploy | test) ;; *) echo "usage: scripts/setup.sh [demo|deploy|test]" >&2; exit 2 ;; esac
 
 log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*"; }
 
@@ -39,7 +41,7 @@ if [ "$node_major" -lt 20 ]; then
   echo "setup: Node.js 20 or newer is required (found: $(node --version 2>/dev/null || echo none))" >&2
   exit 1
 fi
-[ "$purpose" = demo ] && exit 0
+[ "$purpose" = test ] || exit 0
 
 # The tests only from here on.
 apt_packages=()

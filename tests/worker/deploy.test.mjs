@@ -1,17 +1,20 @@
 // scripts/deploy-all.sh against a stand-in wrangler that records its arguments and standard
-// input: eight deploys, one token put on all eight shards through stdin, never on a command line.
+// input: N deploys (8 by default, 12) with the right name, SHARD_INDEX and SHARD_COUNT, one token
+// put on every shard through stdin, never on a command line; the shards' URLs in shard order; a
+// bad --shards refused before anything is deployed. The real wrangler takes the deploy command.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { chmodSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { tempDir } from "./helpers.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
-/** Runs deploy-all.sh with the stand-in; returns its calls and output. */
-function deployAll(dir, env = {}) {
+/** Writes the stand-in wrangler into dir: it records each call in calls.jsonl and, with `urls`,
+ * reports a workers.dev URL for each deploy in wrangler's output file, as the real one does. */
+function standIn(dir, { urls }) {
   const log = join(dir, "calls.jsonl");
   const stub = join(dir, "wrangler");
   writeFileSync(log, "");
@@ -19,42 +22,110 @@ function deployAll(dir, env = {}) {
     stub,
     `#!/usr/bin/env node
 const fs = require("node:fs");
-const stdin = process.argv[2] === "secret" ? fs.readFileSync(0, "utf8") : null;
-fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify({ argv: process.argv.slice(2), stdin }) + "\\n");
+const argv = process.argv.slice(2);
+const stdin = argv[0] === "secret" ? fs.readFileSync(0, "utf8") : null;
+fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify({ argv, stdin }) + "\\n");
+const output = process.env.WRANGLER_OUTPUT_FILE_PATH;
+if (${urls} && argv[0] === "deploy" && output) {
+  const targets = ["https://" + argv[argv.indexOf("--name") + 1] + ".you.workers.dev"];
+  fs.appendFileSync(output, JSON.stringify({ type: "deploy", version: 1, targets }) + "\\n");
+}
 `,
   );
   chmodSync(stub, 0o755);
-  const out = execFileSync(join(root, "scripts", "deploy-all.sh"), ["--dry-run"], {
-    encoding: "utf8",
-    env: { ...process.env, WRANGLER: stub, COBORDISM_TOKEN_FILE: join(dir, "token"), ...env },
-  });
-  const calls = readFileSync(log, "utf8").trim().split("\n").map((l) => JSON.parse(l));
-  return { out, calls };
+  return { log, stub };
 }
 
-test("deploy-all puts one token on all eight shards through stdin, never on a command line", () => {
+/** Runs deploy-all.sh with the stand-in; returns its exit status, calls and output. */
+function deployAll(dir, { args = [], env = {}, urls = false } = {}) {
+  const { log, stub } = standIn(dir, { urls });
+  const run = spawnSync(join(root, "scripts", "deploy-all.sh"), ["--dry-run", ...args], {
+    encoding: "utf8",
+    env: {
+      ...process.env,
+      WRANGLER: stub,
+      COBORDISM_TOKEN_FILE: join(dir, "token"),
+      COBORDISM_ENDPOINTS_FILE: join(dir, "endpoints"),
+      ...env,
+    },
+  });
+  const text = readFileSync(log, "utf8").trim();
+  const calls = text ? text.split("\n").map((l) => JSON.parse(l)) : [];
+  return { status: run.status, out: run.stdout, err: run.stderr, calls };
+}
+
+const flag = (argv, name) => argv[argv.indexOf(name) + 1];
+const vars = (argv) => argv.flatMap((a, i) => (argv[i - 1] === "--var" ? [a] : []));
+
+/** Checks the calls of a deploy of n shards with the given token. */
+function checkShards({ status, err, out, calls }, n, token) {
+  assert.equal(status, 0, err);
+  assert.equal(calls.length, 2 * n);
+  for (let i = 0; i < n; i++) {
+    const [deploy, secret] = calls.slice(2 * i, 2 * i + 2);
+    const name = `cobordism-lm-head-s${i}`;
+    assert.equal(deploy.argv[0], "deploy");
+    assert.equal(flag(deploy.argv, "--name"), name);
+    assert.deepEqual(vars(deploy.argv), [`SHARD_INDEX:${i}`, `SHARD_COUNT:${n}`]);
+    assert.equal(deploy.argv.at(-1), "--dry-run", "extra arguments go to wrangler deploy");
+    assert.ok(!deploy.argv.includes("--env"), "a deploy in an environment has its own vars");
+    assert.deepEqual(secret.argv.slice(0, 3), ["secret", "put", "AUTH_TOKEN"]);
+    assert.equal(flag(secret.argv, "--name"), name);
+    assert.equal(flag(secret.argv, "-c"), flag(deploy.argv, "-c"));
+    assert.equal(secret.stdin, token);
+  }
+  for (const c of calls) assert.ok(!c.argv.join(" ").includes(token), "the token is on a command line");
+  assert.ok(!out.includes(token), "the token is printed");
+  assert.match(out, new RegExp(`deploy-all: ${n} shards deployed`));
+}
+
+test("deploy-all deploys eight shards by default and puts one token on all through stdin", () => {
   const dir = tempDir("deploy");
-  const { out, calls } = deployAll(dir, { COBORDISM_TOKEN: "" });
+  const first = deployAll(dir, { env: { COBORDISM_TOKEN: "" } });
   const token = readFileSync(join(dir, "token"), "utf8").trim();
   assert.match(token, /^[0-9a-f]{64}$/);
   assert.equal(statSync(join(dir, "token")).mode & 0o777, 0o600);
-  const deploys = calls.filter((c) => c.argv[0] === "deploy");
-  const secrets = calls.filter((c) => c.argv[0] === "secret");
-  assert.ok(deploys.every((c) => c.argv.at(-1) === "--dry-run"), "extra arguments go to wrangler deploy");
-  assert.deepEqual(
-    deploys.map((c) => c.argv[c.argv.indexOf("--env") + 1]),
-    ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"],
-  );
-  assert.deepEqual(
-    secrets.map((c) => [c.argv.slice(0, 3).join(" "), c.argv[c.argv.indexOf("--env") + 1], c.stdin]),
-    Array.from({ length: 8 }, (_, i) => ["secret put AUTH_TOKEN", `s${i}`, token]),
-  );
-  for (const c of calls) assert.ok(!c.argv.join(" ").includes(token), "the token is on a command line");
-  assert.ok(!out.includes(token), "the token is printed");
-  assert.match(out, /export COBORDISM_TOKEN=/);
+  checkShards(first, 8, token);
+  assert.match(first.out, /export COBORDISM_TOKEN=/);
+  // Without URLs from wrangler (a dry run) there is no endpoints file to trust.
+  assert.match(first.out, /no workers\.dev URL for 8 of them/);
+  assert.ok(!existsSync(join(dir, "endpoints")));
 
-  // A second deploy reuses the stored token; COBORDISM_TOKEN wins over it.
-  assert.ok(deployAll(dir, { COBORDISM_TOKEN: "" }).calls.filter((c) => c.stdin !== null).every((c) => c.stdin === token));
-  const given = deployAll(dir, { COBORDISM_TOKEN: "given-token" });
-  assert.ok(given.calls.filter((c) => c.stdin !== null).every((c) => c.stdin === "given-token"));
+  // A second deploy reuses the stored token.
+  checkShards(deployAll(dir, { args: ["--shards", "8"], env: { COBORDISM_TOKEN: "" } }), 8, token);
+});
+
+test("deploy-all --shards 12: twelve shards, COBORDISM_TOKEN on each, their URLs in shard order", () => {
+  const dir = tempDir("deploy");
+  const run = deployAll(dir, { args: ["--shards", "12"], env: { COBORDISM_TOKEN: "given-token" }, urls: true });
+  checkShards(run, 12, "given-token");
+  assert.ok(!existsSync(join(dir, "token")), "a given token is not stored");
+  const urls = Array.from({ length: 12 }, (_, i) => `https://cobordism-lm-head-s${i}.you.workers.dev`);
+  const lines = readFileSync(join(dir, "endpoints"), "utf8").split("\n");
+  assert.deepEqual(lines.filter((l) => l && !l.startsWith("#")), urls);
+  assert.ok(run.out.includes(urls.map((u) => `  ${u}\n`).join("")), "the URLs are printed in shard order");
+
+  // The command deploy-all gave the stand-in is one the real wrangler deploys (dry run).
+  const last = run.calls.at(-2).argv;
+  const real = spawnSync(join(root, "node_modules", ".bin", "wrangler"), [...last, "--outdir", join(dir, "out")], {
+    cwd: root,
+    encoding: "utf8",
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+  });
+  assert.equal(real.status, 0, real.stdout + real.stderr);
+  assert.match(real.stdout, /env\.LM_HEAD \(cobordism-lm-head\)/);
+  assert.match(real.stdout, /env\.SHARD_COUNT/);
+  const config = readFileSync(join(root, flag(last, "-c")), "utf8");
+  assert.ok(!/^\[(build|env\.)/m.test(config), "the deployed config has no [build] or environments");
+});
+
+test("deploy-all refuses a shard count that is not 1…4096 before deploying anything", () => {
+  const dir = tempDir("deploy");
+  for (const args of [["--shards", "0"], ["--shards", "x"], ["--shards", "4097"], ["--shards=-1"], ["--shards"]]) {
+    const run = deployAll(dir, { args });
+    assert.equal(run.status, 2, `${args.join(" ")}: ${run.err}`);
+    assert.match(run.err, /usage: scripts\/deploy-all\.sh \[--shards N\]/);
+    assert.deepEqual(run.calls, [], `${args.join(" ")} deployed`);
+    assert.ok(!existsSync(join(dir, "token")), `${args.join(" ")} made a token`);
+  }
 });

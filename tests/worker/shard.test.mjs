@@ -217,7 +217,7 @@ test("cobordism logits against shards only their operator can fix fails at once,
   const manifest = join(q6.slices, "manifest.json");
   const logits = (endpoints, token) => {
     const started = Date.now();
-    const args = ["logits", "--manifest", manifest, "--seed", "1", ...endpoints.flatMap((e) => ["--endpoint", e])];
+    const args = ["logits", "--manifest", manifest, "--hidden-seed", "1", ...endpoints.flatMap((e) => ["--endpoint", e])];
     if (token) args.push("--token", token);
     const out = spawnSync(CLI, args, { encoding: "utf8" });
     return { code: out.status, stderr: out.stderr, ms: Date.now() - started };

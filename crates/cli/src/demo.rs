@@ -236,7 +236,7 @@ pub fn run(args: &Args) -> Result<()> {
             &manifest,
             "--endpoints-from",
             &endpoints_arg,
-            "--seed",
+            "--hidden-seed",
             &seed,
             "--top-k",
             "10",

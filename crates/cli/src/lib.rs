@@ -10,7 +10,10 @@
 //! * [`warm`]: ask every shard to load its slice before the first token.
 //! * [`tokens`]: the vocabulary's text next to the slices, for printing tokens.
 //! * [`demo`]: all of the above against eight local shards in workerd.
+//!
+//! Files are written whole or not at all (`atomic`, and `slice`'s own commit of many files).
 
+mod atomic;
 pub mod demo;
 pub mod gguf;
 pub mod lm_head;

@@ -21,7 +21,7 @@ A typical run:
   cobordism plan   --gguf tiny.gguf --shards 2
   cobordism slice  --gguf tiny.gguf --shards 2 --out slices/tiny
   cobordism upload --dir slices/tiny --bucket cobordism-lm-head --prefix model --local
-  cobordism logits --manifest slices/tiny/manifest.json --local --seed 1
+  cobordism logits --manifest slices/tiny/manifest.json --local --hidden-seed 1
   cobordism sample --manifest slices/tiny/manifest.json --local --hidden-seed 1 --seed 42
 
 Exit codes: 0 success, 1 error, 2 bad arguments, 3 a slice does not fit the budget,
@@ -73,5 +73,52 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(e.downcast_ref::<ExitError>().map_or(1, |x| x.code))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::Cli;
+
+    /// The `cobordism …` lines of a help text, backslash continuations joined.
+    fn examples(help: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut open: Option<String> = None;
+        for line in help.lines().map(str::trim) {
+            let text = match open.take() {
+                Some(start) => format!("{start} {line}"),
+                None if line.starts_with("cobordism ") => line.to_string(),
+                None => continue,
+            };
+            match text.strip_suffix('\\') {
+                Some(start) => open = Some(start.trim_end().to_string()),
+                None => out.push(text),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_example_in_the_help_parses() {
+        let mut cli = Cli::command();
+        cli.build();
+        let mut helps = vec![cli.render_long_help().to_string()];
+        for sub in cli.get_subcommands_mut() {
+            helps.push(sub.render_long_help().to_string());
+        }
+        let mut parsed = 0;
+        for example in helps.iter().flat_map(|h| examples(h)) {
+            let line = example.split(" #").next().unwrap_or_default();
+            if line.contains('[') {
+                continue; // a synopsis (`cobordism demo [--shape …]`), not a command line
+            }
+            if let Err(e) = Cli::try_parse_from(line.split_whitespace()) {
+                panic!("the help's example does not parse: {line}\n{e}");
+            }
+            parsed += 1;
+        }
+        assert!(parsed >= 20, "only {parsed} examples found");
     }
 }

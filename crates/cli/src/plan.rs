@@ -62,7 +62,23 @@ impl Budget {
     fn bytes(self) -> u64 {
         mib_to_bytes(self.mib).unwrap_or(u64::MAX)
     }
+
+    /// What is wrong with a budget no Worker has: 128 MB hold the JavaScript heap and the wasm
+    /// memory together.
+    pub fn beyond_a_worker(self) -> Option<String> {
+        (self.bytes() > WORKER_MEMORY_BYTES).then(|| {
+            format!(
+                "warning: --budget-mib {} is more than a Worker's 128 MB of memory (JavaScript \
+                 heap and wasm together): slices that need it do not load on Cloudflare; keep it \
+                 at about {DEFAULT_BUDGET_MIB}",
+                self.mib
+            )
+        })
+    }
 }
+
+/// A Worker isolate's memory, JavaScript heap and wasm memory together.
+const WORKER_MEMORY_BYTES: u64 = 128_000_000;
 
 /// One shard's row range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,6 +164,9 @@ impl Plan {
              at least {MIN_BODIES_IN_FLIGHT} request bodies)\n",
             self.budget.mib
         );
+        if let Some(warning) = self.budget.beyond_a_worker() {
+            println!("{warning}\n");
+        }
         println!("shard        rows           count  slice MiB   need MiB  bodies  fits");
         for s in &self.shards {
             let need = self.need(s);

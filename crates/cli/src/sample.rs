@@ -8,39 +8,16 @@
 //! Temperature 0 is greedy decoding (each shard's top-1). The math is
 //! `cobordism_protocol::sampling`; `--local` runs the same on locally computed shard answers.
 
-use std::path::PathBuf;
-
-use anyhow::{ensure, Result};
+use anyhow::{bail, ensure, Result};
 use clap::{ArgGroup, Args as ClapArgs};
 use cobordism_protocol::sampling::{
-    logprobs, merge_log_sum_exp, merge_top_k, merge_winners, sample, sample_all, Part, Sampled,
-    Sampling,
+    check_temperature, logprobs, merge_log_sum_exp, merge_top_k, merge_winners, sample, sample_all,
+    Part, Sampled, Sampling, MAX_TEMPERATURE, MIN_TEMPERATURE,
 };
 use cobordism_protocol::{Form, Manifest, TopK, MAX_TOP_K};
 
-use crate::logits::{assemble, hidden_vector, print_timings, sections, Source};
+use crate::logits::{assemble, print_timings, sections, Input, Source};
 use crate::tokens::Vocabulary;
-
-/// The hidden vector of `sample` and `logprobs`.
-#[derive(ClapArgs, Debug)]
-#[group(id = "input", required = true, multiple = false)]
-pub struct Input {
-    /// The hidden vector: raw little-endian f32 × hidden.
-    #[arg(long, value_name = "FILE")]
-    pub hidden: Option<PathBuf>,
-    /// Make the hidden vector from this seed (SplitMix64 normal(), as `logits --seed`).
-    #[arg(long, value_name = "S")]
-    pub hidden_seed: Option<u64>,
-}
-
-impl Input {
-    /// The manifest of `source` and the hidden vector, checked against its hidden size.
-    fn read(&self, source: &Source) -> Result<(Manifest, Vec<f32>)> {
-        let (manifest, _) = source.manifest()?;
-        let hidden = hidden_vector(self.hidden.as_deref(), self.hidden_seed, manifest.hidden)?;
-        Ok((manifest, hidden))
-    }
-}
 
 /// Arguments of `cobordism sample`.
 #[derive(ClapArgs, Debug)]
@@ -90,6 +67,13 @@ pub fn run_sample(args: &SampleArgs) -> Result<()> {
     let (sampled, how) = if args.temperature == 0.0 {
         greedy(&args.source, &manifest, &hidden)?
     } else {
+        if check_temperature(args.temperature).is_err() {
+            bail!(
+                "--temperature must be 0 (greedy) or a number from {MIN_TEMPERATURE} to \
+                 {MAX_TEMPERATURE}, not {}",
+                args.temperature
+            );
+        }
         s.validate().map_err(anyhow::Error::msg)?;
         draw(&args.source, &manifest, &hidden, &s)?
     };

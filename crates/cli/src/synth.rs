@@ -6,8 +6,7 @@
 //! of `normal()` values gives logits with a standard deviation of about 2.7. Rows are generated,
 //! quantized and written in chunks: the f32 matrix is never held whole.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::thread;
 
@@ -19,7 +18,7 @@ use kquant::{Block, BlockQ4K, BlockQ6K, QuantType, QK_K};
 
 use crate::gguf::{GgufWriter, MetaValue, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, TOKENS_KEY};
 use crate::lm_head::{MAX_HIDDEN, MAX_VOCAB, OUTPUT, TOKEN_EMBD};
-use crate::progress;
+use crate::{atomic, progress};
 
 /// Rows generated and written per step.
 const CHUNK_ROWS: usize = 256;
@@ -181,27 +180,24 @@ pub fn run(args: &Args) -> Result<()> {
     let name = if args.tied { TOKEN_EMBD } else { OUTPUT };
     gguf.tensor(name, &[hidden as u64, vocab as u64], ty.ggml_type(), total);
 
-    let file =
-        File::create(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
-    gguf.write_header(&mut w)?;
     let bar = progress::bytes(total, "synth");
-    let threads = thread::available_parallelism().map_or(1, |n| n.get());
-    let mut chunk = vec![0u8; CHUNK_ROWS * row_bytes];
-    for first in (0..vocab).step_by(CHUNK_ROWS) {
-        let rows = CHUNK_ROWS.min(vocab - first);
-        let buf = &mut chunk[..rows * row_bytes];
-        fill_rows(buf, first, ty, hidden, args.seed, threads)?;
-        w.write_all(buf)
+    atomic::write_file(&args.out, |w| {
+        gguf.write_header(w)?;
+        let threads = thread::available_parallelism().map_or(1, |n| n.get());
+        let mut chunk = vec![0u8; CHUNK_ROWS * row_bytes];
+        for first in (0..vocab).step_by(CHUNK_ROWS) {
+            let rows = CHUNK_ROWS.min(vocab - first);
+            let buf = &mut chunk[..rows * row_bytes];
+            fill_rows(buf, first, ty, hidden, args.seed, threads)?;
+            w.write_all(buf)
+                .with_context(|| format!("cannot write {}", args.out.display()))?;
+            bar.inc(buf.len() as u64);
+        }
+        let padding = gguf.padding_after(0) as usize;
+        w.write_all(&vec![0; padding])
             .with_context(|| format!("cannot write {}", args.out.display()))?;
-        bar.inc(buf.len() as u64);
-    }
-    let padding = gguf.padding_after(0) as usize;
-    w.write_all(&vec![0; padding])?;
-    w.into_inner()
-        .map_err(|e| e.into_error())
-        .and_then(|f| f.sync_all())
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
+        Ok(())
+    })?;
     bar.finish_and_clear();
     println!(
         "wrote {}: {name} {} [{hidden} hidden × {vocab} vocab], {total} bytes of weights",

@@ -138,8 +138,10 @@ export class LmHeadClient {
    * a shard loads after its answer). Call it when a session starts, before the prompt's
    * prefill: a cold shard first reads its slice from storage (seconds), and a token waits for
    * the slowest of the shards. Resolves to each shard's state, `"ready"` (resident) or
-   * `"loading"`; a shard that cannot load (its deployment is wrong) rejects with its
-   * ShardError, retried like any call when retrying may help.
+   * `"loading"`; rejects with a ShardError on what fails at once (a wrong token, endpoints out
+   * of shard order, a shard whose last load failed for good), retried like any call when
+   * retrying may help. A first call answers before storage has: a missing manifest shows in
+   * the calls after it.
    * @returns {Promise<string[]>}
    */
   async warm() {

@@ -12,6 +12,7 @@ mod local;
 mod remote;
 
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,8 +26,8 @@ use remote::Options;
 pub use remote::ShardTiming;
 pub use remote::{assemble, sections, Reply};
 
-use crate::slices;
 use crate::tokens::Vocabulary;
+use crate::{atomic, slices};
 use crate::{ExitError, EXIT_VERIFY_FAILED};
 
 /// How to reach the shard Workers. Shared by `logits`, `sample`, `logprobs` and `warm`.
@@ -178,12 +179,28 @@ fn local_replies(manifest: &Manifest, all: &[f32], form: &Form) -> Result<Vec<Re
         .collect()
 }
 
-/// The hidden vector: a file of little-endian f32, or made from a seed.
-pub fn hidden_vector(file: Option<&Path>, seed: Option<u64>, hidden: usize) -> Result<Vec<f32>> {
-    match (file, seed) {
-        (Some(path), _) => read_hidden(path, hidden),
-        (None, Some(seed)) => Ok(seeded_hidden(seed, hidden)),
-        (None, None) => bail!("give a hidden vector file or a seed"),
+/// The hidden vector of `logits`, `sample` and `logprobs`: a file, or made from a seed.
+#[derive(ClapArgs, Debug)]
+#[group(id = "input", required = true, multiple = false)]
+pub struct Input {
+    /// The hidden vector: raw little-endian f32 × hidden.
+    #[arg(long, value_name = "FILE")]
+    pub hidden: Option<PathBuf>,
+    /// Make the hidden vector from this seed (SplitMix64 normal()).
+    #[arg(long, value_name = "S")]
+    pub hidden_seed: Option<u64>,
+}
+
+impl Input {
+    /// The manifest of `source` and the hidden vector, checked against its hidden size.
+    pub fn read(&self, source: &Source) -> Result<(Manifest, Vec<f32>)> {
+        let (manifest, _) = source.manifest()?;
+        let hidden = match (&self.hidden, self.hidden_seed) {
+            (Some(path), _) => read_hidden(path, manifest.hidden)?,
+            (None, Some(seed)) => seeded_hidden(seed, manifest.hidden),
+            (None, None) => bail!("give a hidden vector file or a seed"),
+        };
+        Ok((manifest, hidden))
     }
 }
 
@@ -191,15 +208,14 @@ pub fn hidden_vector(file: Option<&Path>, seed: Option<u64>, hidden: usize) -> R
 #[derive(ClapArgs, Debug)]
 #[command(
     group(ArgGroup::new("source").required(true).args(["endpoint", "endpoints_from", "local"])),
-    group(ArgGroup::new("input").required(true).args(["hidden", "seed"])),
     after_long_help = "\
 Shard i is served by the i-th endpoint; the hidden vector is POSTed to
 <endpoint>/cobordism-lm-head of all of them at once. Each shard sends its top-K (K = --top-k,
 at most 1024), merged into the global top-K; --full fetches every logit.
 
 Examples:
-  cobordism logits --manifest slices/tiny/manifest.json --local --seed 1
-  cobordism logits --manifest slices/tiny/manifest.json --seed 1 --verify \\
+  cobordism logits --manifest slices/tiny/manifest.json --local --hidden-seed 1
+  cobordism logits --manifest slices/tiny/manifest.json --hidden-seed 1 --verify \\
       --endpoint http://127.0.0.1:8787 --endpoint http://127.0.0.1:8788
   cobordism logits --manifest m/manifest.json --endpoints-from endpoints.txt --hidden h.f32 \\
       --top-k 20 --out logits.f32   # with COBORDISM_TOKEN set
@@ -208,12 +224,8 @@ Exits with 4 when --verify finds a logit that differs.")]
 pub struct Args {
     #[command(flatten)]
     pub source: Source,
-    /// The hidden vector: raw little-endian f32 × hidden.
-    #[arg(long, value_name = "FILE")]
-    pub hidden: Option<PathBuf>,
-    /// Make the hidden vector from this seed (SplitMix64 normal()).
-    #[arg(long, value_name = "S")]
-    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub input: Input,
     /// Rows of the top-k table (more than 1024 fetches every logit).
     #[arg(long, value_name = "K", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -231,8 +243,8 @@ pub struct Args {
 
 /// Runs `cobordism logits`.
 pub fn run(args: &Args) -> Result<()> {
-    let (manifest, dir) = args.source.manifest()?;
-    let hidden = hidden_vector(args.hidden.as_deref(), args.seed, manifest.hidden)?;
+    let (manifest, hidden) = args.input.read(&args.source)?;
+    let dir = args.source.dir();
     let k = args.top_k as usize;
     let full = args.full || args.verify || args.out.is_some() || k > MAX_TOP_K;
     let form = if full {
@@ -260,8 +272,10 @@ pub fn run(args: &Args) -> Result<()> {
         print_timings(t);
     }
     if let (Some(path), Some(all)) = (&args.out, &logits) {
-        fs::write(path, encode_f32(all))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        atomic::write_file(path, |w| {
+            w.write_all(&encode_f32(all))
+                .with_context(|| format!("cannot write {}", path.display()))
+        })?;
         println!("\nwrote {} logits to {}", all.len(), path.display());
     }
     if let (true, Some(all)) = (args.verify, &logits) {

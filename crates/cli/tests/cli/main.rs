@@ -6,3 +6,4 @@ mod pipeline;
 mod properties;
 mod remote;
 mod requantize;
+mod writes;

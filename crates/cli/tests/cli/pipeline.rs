@@ -93,8 +93,9 @@ fn local_logits_are_deterministic_and_equal_a_direct_mat_vec() {
         let (head, tensor) = tensor_bytes(&gguf);
         ok(cli(d, "slice --gguf tiny.gguf --shards 3 --out s"));
         let logits = |out: &str| {
-            let line =
-                format!("logits --manifest s/manifest.json --local --seed 9 --top-k 4 --out {out}");
+            let line = format!(
+                "logits --manifest s/manifest.json --local --hidden-seed 9 --top-k 4 --out {out}"
+            );
             (ok(cli(d, &line)), fs::read(d.join(out)).unwrap())
         };
         let (table, a) = logits("a.f32");
@@ -131,7 +132,10 @@ fn local_logits_are_deterministic_and_equal_a_direct_mat_vec() {
         bytes[7] ^= 1;
         fs::write(&slice, bytes).unwrap();
         fails(
-            cli(d, "logits --manifest s/manifest.json --local --seed 9"),
+            cli(
+                d,
+                "logits --manifest s/manifest.json --local --hidden-seed 9",
+            ),
             1,
             &["shard 1", "checksum"],
         );
@@ -170,7 +174,7 @@ fn packed6_slices_give_the_same_logits_bit_for_bit() {
     for precision in ["", "--int8"] {
         let logits = |dir: &str| {
             let line = format!(
-                "logits --manifest {dir}/manifest.json --local --seed 4 {precision} --out {dir}.f32"
+                "logits --manifest {dir}/manifest.json --local --hidden-seed 4 {precision} --out {dir}.f32"
             );
             ok(cli(d, &line));
             fs::read(d.join(format!("{dir}.f32"))).unwrap()
@@ -212,7 +216,10 @@ fn hidden_files_are_checked() {
         d,
         "logits --manifest s/manifest.json --local --hidden h.f32",
     ));
-    let from_seed = ok(cli(d, "logits --manifest s/manifest.json --local --seed 3"));
+    let from_seed = ok(cli(
+        d,
+        "logits --manifest s/manifest.json --local --hidden-seed 3",
+    ));
     assert_eq!(from_file, from_seed);
 
     fs::write(d.join("short.f32"), [0u8; 100]).unwrap();
@@ -330,7 +337,10 @@ fn token_text_is_sliced_and_printed() {
         out.contains("wrote the text of 4096 tokens to tokens.bin"),
         "{out}"
     );
-    let table = ok(cli(d, "logits --manifest s/manifest.json --local --seed 1"));
+    let table = ok(cli(
+        d,
+        "logits --manifest s/manifest.json --local --hidden-seed 1",
+    ));
     assert!(table.contains("probability   text"), "{table}");
     assert!(
         table
@@ -357,12 +367,18 @@ fn token_text_is_sliced_and_printed() {
     *bytes.last_mut().unwrap() ^= 1;
     fs::write(&tokens, &bytes).unwrap();
     fails(
-        cli(d, "logits --manifest s/manifest.json --local --seed 1"),
+        cli(
+            d,
+            "logits --manifest s/manifest.json --local --hidden-seed 1",
+        ),
         1,
         &["tokens.bin", "checksum"],
     );
     fs::remove_file(&tokens).unwrap();
-    let plain = ok(cli(d, "logits --manifest s/manifest.json --local --seed 1"));
+    let plain = ok(cli(
+        d,
+        "logits --manifest s/manifest.json --local --hidden-seed 1",
+    ));
     assert!(!plain.contains("text") && !plain.contains('"'), "{plain}");
     // A stale tokens.bin is an earlier run's file: in the way without --force, replaced with it.
     fs::create_dir(d.join("s2")).unwrap();
@@ -375,7 +391,7 @@ fn token_text_is_sliced_and_printed() {
     ok(cli(d, "slice --gguf tiny.gguf --shards 2 --out s2 --force"));
     let again = ok(cli(
         d,
-        "logits --manifest s2/manifest.json --local --seed 1",
+        "logits --manifest s2/manifest.json --local --hidden-seed 1",
     ));
     assert!(again.contains("probability   text"), "{again}");
 }
@@ -416,7 +432,7 @@ w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); 
     assert!(out.contains("wrote the text of 160000 tokens"), "{out}");
     let table = ok(cli(
         d,
-        "logits --manifest s/manifest.json --local --seed 1 --top-k 3",
+        "logits --manifest s/manifest.json --local --hidden-seed 1 --top-k 3",
     ));
     assert!(
         table.contains("\"tok") || table.contains("\"\u{120}w"),

@@ -153,7 +153,7 @@ fn logits(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
         "s/manifest.json",
         "--endpoint",
         url,
-        "--seed",
+        "--hidden-seed",
         "4",
     ];
     run_in(dir, &[&args[..], extra].concat())
@@ -181,7 +181,7 @@ fn verify_passes_against_a_correct_shard() {
             "--manifest",
             "s/manifest.json",
             "--local",
-            "--seed",
+            "--hidden-seed",
             "4",
             "--out",
             "local.f32",
@@ -263,7 +263,7 @@ fn too_few_endpoints_name_the_rows_they_would_miss() {
     // Nothing listens: the check comes before any request.
     let endpoint = ["--endpoint", "http://127.0.0.1:9"];
     let ask = |manifest: &str, n: usize| {
-        let mut args = vec!["logits", "--manifest", manifest, "--seed", "1"];
+        let mut args = vec!["logits", "--manifest", manifest, "--hidden-seed", "1"];
         for _ in 0..n {
             args.extend(endpoint);
         }
@@ -387,6 +387,6 @@ fn the_local_path_refuses_what_the_shard_refuses() {
             &[&["sample", "--temperature", "0.001"][..], &local].concat(),
         ),
         1,
-        &["temperature must be a number from 0.01 to 1000"],
+        &["--temperature must be 0 (greedy) or a number from 0.01 to 1000"],
     );
 }
