@@ -29,7 +29,7 @@ import { benchModel, WORK } from "../model.mjs";
 
 const { values } = parseArgs({
   options: {
-    runs: { type: "string", default: "5" },
+    runs: { type: "string", default: "7" },
     streams: { type: "string", default: "1,2,4,6" },
     "first-byte-ms": { type: "string", default: "50" },
     "mb-per-s": { type: "string", default: "15" },
@@ -133,25 +133,32 @@ const configs = [
   ...streams.map((n) => ({ r2: "local", label: `LOAD_STREAMS ${n}`, loadStreams: n })),
   ...streams.map((n) => ({ r2: "shaped", label: `LOAD_STREAMS ${n}`, loadStreams: n, r2Shape: shape })),
 ];
-for (const c of configs) {
-  const samples = [];
-  for (let i = 0; i < runs; i++) samples.push(await coldShard(c));
+// Runs interleaved (every configuration once per round), so that a drift of the machine's speed
+// moves all of them alike.
+const samples = configs.map(() => []);
+for (let i = 0; i < runs; i++) {
+  for (const [j, c] of configs.entries()) samples[j].push(await coldShard(c));
+}
+for (const [j, c] of configs.entries()) {
   const row = {
     r2: c.r2,
     label: c.label,
     load_streams: c.loadStreams ?? null,
-    first_ms: median(samples.map((s) => s.firstMs)),
-    load_ms: median(samples.map((s) => s.loadMs)),
-    warm_ms: median(samples.map((s) => s.warmMs)),
-    samples,
+    first_ms: median(samples[j].map((s) => s.firstMs)),
+    load_ms: median(samples[j].map((s) => s.loadMs)),
+    warm_ms: median(samples[j].map((s) => s.warmMs)),
+    samples: samples[j],
   };
   log(`${c.r2} R2, ${c.label}: first request ${row.first_ms.toFixed(0)} ms, load ${row.load_ms.toFixed(0)} ms (median of ${runs})`);
   result.shard.push(row);
 }
-for (const [label, warmLead] of [["no warm-up", null], [`warm-up ${lead} ms before`, lead]]) {
-  const samples = [];
-  for (let i = 0; i < runs; i++) samples.push(await coldToken(warmLead));
-  const row = { label, first_ms: median(samples.map((s) => s.firstMs)), warm_ms: median(samples.map((s) => s.warmMs)), samples };
+const leads = [["no warm-up", null], [`warm-up ${lead} ms before`, lead]];
+const tokens = leads.map(() => []);
+for (let i = 0; i < runs; i++) {
+  for (const [j, [, warmLead]] of leads.entries()) tokens[j].push(await coldToken(warmLead));
+}
+for (const [j, [label]] of leads.entries()) {
+  const row = { label, first_ms: median(tokens[j].map((s) => s.firstMs)), warm_ms: median(tokens[j].map((s) => s.warmMs)), samples: tokens[j] };
   log(`eight shards, ${label}: first token ${row.first_ms.toFixed(0)} ms, warm token ${row.warm_ms.toFixed(0)} ms`);
   result.token.push(row);
 }
