@@ -8,3 +8,4 @@ cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 scripts/build-client-js.sh
 node --test packages/client/test/
+scripts/test-packed.sh client # installed from its tarball outside the repository

@@ -9,3 +9,4 @@ unset RUSTFLAGS # it would replace .cargo/config.toml's +simd128 for wasm32-unkn
 scripts/build-kquant-js.sh
 cargo build --release -p kquant-js --example fixtures
 node --test packages/kquant/test/
+scripts/test-packed.sh kquant # installed from its tarball outside the repository

@@ -35,6 +35,7 @@ const { values } = parseArgs({
     "mb-per-s": { type: "string", default: "15" },
     lead: { type: "string", default: "2000" },
     "baseline-script": { type: "string" },
+    parts: { type: "string", default: "shard,token" }, // which of the two measurements
     json: { type: "string" },
   },
 });
@@ -128,7 +129,8 @@ async function coldToken(warmLead) {
 }
 
 const result = { slice_mb: sliceMb, shape, runs, lead_ms: lead, shard: [], token: [] };
-const configs = [
+const parts = values.parts.split(",");
+const configs = !parts.includes("shard") ? [] : [
   ...(values["baseline-script"] ? [{ r2: "local", label: "previous build (one get)", script: values["baseline-script"] }] : []),
   ...streams.map((n) => ({ r2: "local", label: `LOAD_STREAMS ${n}`, loadStreams: n })),
   ...streams.map((n) => ({ r2: "shaped", label: `LOAD_STREAMS ${n}`, loadStreams: n, r2Shape: shape })),
@@ -152,7 +154,7 @@ for (const [j, c] of configs.entries()) {
   log(`${c.r2} R2, ${c.label}: first request ${row.first_ms.toFixed(0)} ms, load ${row.load_ms.toFixed(0)} ms (median of ${runs})`);
   result.shard.push(row);
 }
-const leads = [["no warm-up", null], [`warm-up ${lead} ms before`, lead]];
+const leads = !parts.includes("token") ? [] : [["no warm-up", null], [`warm-up ${lead} ms before`, lead]];
 const tokens = leads.map(() => []);
 for (let i = 0; i < runs; i++) {
   for (const [j, [, warmLead]] of leads.entries()) tokens[j].push(await coldToken(warmLead));

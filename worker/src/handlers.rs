@@ -9,7 +9,7 @@ use std::time::Duration;
 use cobordism_protocol::{max_body_bytes, Form, Query, MAX_HIDDEN};
 use cobordism_shard::{
     declared_length, replaced, too_large, unreadable, Body, BodyPool, Coalescer, Residency,
-    Resident, Settings, Shard, ShardError,
+    Settings, Shard, ShardError,
 };
 use futures_util::future::LocalBoxFuture;
 use futures_util::{FutureExt, StreamExt};
@@ -87,16 +87,29 @@ async fn resident(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Residency,
 
 /// `POST /cobordism-lm-head/warm`: starts loading the slice (or checking its manifest) and
 /// answers at once, `200` with the state `ready` when it is resident, `202` while it loads,
-/// which goes on after the answer (`ctx.waitUntil`) and ends by running the kernels once
-/// (`Resident::prime`); a load that cannot succeed now answers the error a request would get.
-pub async fn warm(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Response, ApiError> {
+/// which goes on after the answer (`ctx.waitUntil`) and ends by running the kernels of the
+/// query's `precision` once (`Resident::prime`); a load that cannot succeed now answers the
+/// error a request would get.
+pub async fn warm(
+    cfg: &Settings,
+    env: &Env,
+    ctx: &Context,
+    req: &Request,
+) -> Result<Response, ApiError> {
+    let Query { form, precision } = query(req)?;
+    if form != Form::Logits {
+        let detail = "the warm-up takes only precision=exact|int8 (the kernels it primes)";
+        return Err(ApiError::new(400, "bad_query", detail));
+    }
     match ensure_at_once(ensure(cfg, env)?).await {
         Ok(Err(e)) if e.code != "slice_loading" => return Err(e.into()),
         Ok(_) => {}
-        Err(waiting) => ctx.wait_until(waiting.map(|done| {
+        Err(waiting) => ctx.wait_until(waiting.map(move |done| {
             let primed = done.and_then(|_| {
                 let shard = SHARD.with(Rc::clone);
-                shard.with_resident(Resident::prime).unwrap_or(Ok(()))
+                shard
+                    .with_resident(|r| r.prime(precision))
+                    .unwrap_or(Ok(()))
             });
             if let Err(e) = primed {
                 worker::console_error!("warm-up failed: {e}");

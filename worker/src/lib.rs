@@ -61,7 +61,7 @@ async fn route(mut req: Request, env: &Env, ctx: &Context) -> Result<Response, A
         "/__fault/panic" => fault::panic(),
         #[cfg(feature = "fault-injection")]
         "/__fault/oom" => fault::exhaust_memory(),
-        "/cobordism-lm-head/warm" => handlers::warm(&cfg, env, ctx).await,
+        "/cobordism-lm-head/warm" => handlers::warm(&cfg, env, ctx, &req).await,
         _ => handlers::lm_head(&cfg, env, ctx, &mut req).await,
     }
 }

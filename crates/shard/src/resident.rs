@@ -629,15 +629,12 @@ impl Shard {
 }
 
 impl Resident {
-    /// Runs the kernels once in each precision on a zero vector, answers dropped: a fresh
+    /// Runs the kernels of `precision` once on a zero vector, the answer dropped: a fresh
     /// engine compiles the wasm kernels' optimized code while they run, so that a warm-up that
     /// ends with this makes the first real request as fast as the ones after it.
-    pub fn prime(&mut self) -> Result<(), ShardError> {
+    pub fn prime(&mut self, precision: Precision) -> Result<(), ShardError> {
         let zero = zeroed(self.manifest.hidden, "a zero vector")?;
-        for precision in [Precision::Exact, Precision::Int8] {
-            self.logits(&zero, 1, precision)?;
-        }
-        Ok(())
+        self.logits(&zero, 1, precision).map(drop)
     }
 
     /// `n` hidden vectors (concatenated) → `n · row_count` logits, soft-capped as the manifest

@@ -5,7 +5,7 @@ mod common;
 
 use std::pin::pin;
 
-use cobordism_protocol::MemoryNeed;
+use cobordism_protocol::{MemoryNeed, Precision};
 use cobordism_shard::ranges::RANGE_ATTEMPTS;
 use cobordism_shard::{Host, Settings, Shard};
 
@@ -262,6 +262,8 @@ fn priming_the_kernels_leaves_the_answers_as_they_were() {
     let (store, shard, cfg, m) = (Store::default(), Shard::new(), settings(2), model(12, 2));
     store.upload(&m);
     assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
-    assert_eq!(shard.with_resident(|r| r.prime()), Some(Ok(())));
+    for precision in [Precision::Exact, Precision::Int8] {
+        assert_eq!(shard.with_resident(|r| r.prime(precision)), Some(Ok(())));
+    }
     assert_eq!(resident_logits(&shard), logits_of(&m, 0));
 }

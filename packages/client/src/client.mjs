@@ -147,7 +147,7 @@ export class LmHeadClient {
   async warm() {
     return Promise.all(
       this.shards.map((s, i) => {
-        const url = `${s.url}/warm`;
+        const url = `${s.url}/warm${this.precision === "int8" ? "?precision=int8" : ""}`;
         return this.#post(i, url, undefined, async (r) => {
           const said = await r.json();
           if (said.shard_index !== i) throw new ShardError(`shard ${i} (${url}) is shard ${said.shard_index}: give the endpoints in shard order`, { shard: i, url });
