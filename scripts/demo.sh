@@ -6,9 +6,15 @@
 # Arguments go to `cobordism demo` (e.g. --shape gemma3-27b --type q4_k --shards 16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+took() { printf '\033[1;34m[demo]\033[0m %s: %d s\n' "$1" $((SECONDS - start)); start=$SECONDS; }
+start=$SECONDS
 scripts/setup.sh demo
+took "setup (wasm-bindgen CLI, npm packages; once)"
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 unset RUSTFLAGS
 scripts/build-worker.sh >/dev/null
+took "the shard Worker's build"
 cargo build --release -q -p cobordism
-exec target/release/cobordism demo "$@"
+took "the CLI's build"
+target/release/cobordism demo "$@"
+took "the demo"
