@@ -11,6 +11,8 @@
 # wasm memory capped at 112 MiB, what an isolate's 128 MB leaves after ~16 MiB of JavaScript heap
 # and runtime. Local workerd enforces no memory limit; this build makes a failed `memory.grow`
 # happen where production would.
+#
+# `--compile-only` stops after cargo (scripts/demo.sh compiles while the wasm-bindgen CLI installs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
@@ -26,6 +28,7 @@ else
   target_dir=target out=worker/build
 fi
 cargo build "${cargo_args[@]}"
+[ "${1:-}" != --compile-only ] || exit 0
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 wasm-bindgen "$target_dir/wasm32-unknown-unknown/release/cobordism_worker.wasm" --out-dir "$stage" \

@@ -8,13 +8,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 took() { printf '\033[1;34m[demo]\033[0m %s: %d s\n' "$1" $((SECONDS - start)); start=$SECONDS; }
 start=$SECONDS
-scripts/setup.sh demo
-took "setup (wasm-bindgen CLI, npm packages; once)"
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 unset RUSTFLAGS
+scripts/setup.sh toolchain
+# The rest of the setup (the wasm-bindgen CLI's install: a minute on a fresh machine; the npm
+# packages) runs while cargo compiles the CLI and the shard's wasm, which need neither.
+mkdir -p target
+scripts/setup.sh demo >target/setup.log 2>&1 &
+setup=$!
+cargo build --release -q -p cobordism -p cobordism-wasm-check
+scripts/build-worker.sh --compile-only
+took "the CLI and the shard's wasm compiled (the setup meanwhile)"
+wait "$setup" || { cat target/setup.log >&2; exit 1; }
+took "the rest of the setup (wasm-bindgen CLI, npm packages; once)"
 scripts/build-worker.sh >/dev/null
-took "the shard Worker's build"
-cargo build --release -q -p cobordism
-took "the CLI's build"
+took "the shard Worker's bundle"
 target/release/cobordism demo "$@"
 took "the demo"

@@ -4,12 +4,14 @@
 # only what building and running the shard Worker needs — the wasm32 target, the wasm-bindgen CLI
 # and the npm packages (wrangler, Miniflare, esbuild); nothing from apt, so any OS with rustup and
 # Node.js will do.
+# `scripts/setup.sh toolchain`: the Rust toolchain and the wasm32 target alone (scripts/demo.sh
+# installs the rest while it compiles).
 # `scripts/setup.sh` (scripts/test.sh): everything, also the cross compiler and qemu, the other
 # targets, nightly and cargo-fuzz, and the Python gguf oracle. Nobody needs to run it by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 purpose=${1:-test}
-case $purpose in demo | deploy | test) ;; *) echo "usage: scripts/setup.sh [demo|deploy|test]" >&2; exit 2 ;; esac
+case $purpose in toolchain | demo | deploy | test) ;; *) echo "usage: scripts/setup.sh [toolchain|demo|deploy|test]" >&2; exit 2 ;; esac
 
 log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*"; }
 
@@ -27,6 +29,7 @@ cargo_install() { # crate version [cargo install flags…]
 log "rust toolchain: $(rustup show active-toolchain 2>/dev/null | head -n1)"
 rustup toolchain install >/dev/null 2>&1 || true
 rustup target add wasm32-unknown-unknown >/dev/null
+[ "$purpose" != toolchain ] || exit 0
 # The shard Worker's build (scripts/build-worker.sh). An unoptimized build: it compiles in half
 # the time (50 against 106 s here) and still processes the shard's module in 0.4 s.
 cargo_install wasm-bindgen-cli 0.2.130 --debug

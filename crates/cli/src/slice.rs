@@ -41,8 +41,8 @@ Examples:
   cobordism slice --gguf model.gguf --shards 4 --out out --force
   cobordism slice --gguf model-Q6_K.gguf --shards 8 --out out --layout packed6
 
-Writes DIR/shard-00.<checksum>.bin … and DIR/manifest.json (last). Exits with 3, writing nothing, when a
-slice does not fit the budget.")]
+Writes DIR/shard-00.<checksum>.bin … and DIR/manifest.json (last). Exits with 3, writing
+nothing, when a slice does not fit the budget; a failure leaves DIR as it was.")]
 pub struct Args {
     /// The GGUF model file.
     #[arg(long, value_name = "FILE")]

@@ -15,8 +15,8 @@ const DEFAULT_WRANGLER: &str = "npx wrangler";
 /// What wrangler prints when `r2 object get` finds no object (local and remote).
 const NO_SUCH_KEY: &str = "The specified key does not exist";
 
-/// Objects by full key (the prefix included).
-pub trait Bucket {
+/// Objects by full key (the prefix included); several puts may run at once.
+pub trait Bucket: Sync {
     /// The object's bytes, or `None` when there is no object with this key.
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>>;
     /// Puts the file's bytes under `key`.

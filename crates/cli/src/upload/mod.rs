@@ -2,16 +2,18 @@
 //! the slices the bucket does not hold yet and finally `manifest.json`, so a reader never sees a
 //! manifest whose slices are missing. Slice keys carry their checksum (`shard-03.<xxh3>.bin`), so
 //! a new version never overwrites an object an older manifest names: shards keep loading the old
-//! version until the new manifest lands. The [`ledger`] records what was put; `--prune` deletes
-//! objects no manifest has named for a grace period.
+//! version until the new manifest lands. Slices go up to four at a time (a wave), the
+//! [`ledger`] recording what was put after each wave; `--prune` deletes objects no manifest has
+//! named for a grace period.
 
 mod bucket;
 mod ledger;
 
 use std::path::{Path, PathBuf};
+use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{anyhow, ensure, Context, Result};
 use clap::Args as ClapArgs;
 use cobordism_protocol::Manifest;
 use serde::Deserialize;
@@ -21,6 +23,10 @@ use crate::slice::MANIFEST;
 use crate::slices;
 pub use bucket::{Bucket, Wrangler, WRANGLER_ENV};
 use ledger::{Ledger, LEDGER};
+
+/// Slices put at once: each put is a wrangler process, whose start-up (~2 s) is most of a local
+/// put; the ledger is saved after each wave.
+const PARALLEL_PUTS: usize = 4;
 
 /// Arguments of `cobordism upload`.
 #[derive(ClapArgs, Debug)]
@@ -239,13 +245,38 @@ fn publish(
         save(&ledger)?;
     }
     let bar = progress::bytes(put.iter().map(|s| s.bytes).sum(), "uploading");
-    for s in put {
-        bucket.put(&at(&s.key), &s.file, "application/octet-stream")?;
-        ledger.stored(&s.key, now());
+    for wave in put.chunks(PARALLEL_PUTS) {
+        let results = thread::scope(|scope| {
+            let puts: Vec<_> = wave
+                .iter()
+                .map(|s| {
+                    scope.spawn(|| bucket.put(&at(&s.key), &s.file, "application/octet-stream"))
+                })
+                .collect();
+            puts.into_iter()
+                .map(|p| {
+                    p.join()
+                        .unwrap_or_else(|_| Err(anyhow!("a put's thread panicked")))
+                })
+                .collect::<Vec<_>>()
+        });
+        // What went in is recorded even when another put of the wave failed.
+        let mut failed = None;
+        for (s, result) in wave.iter().zip(results) {
+            match result {
+                Ok(()) => {
+                    ledger.stored(&s.key, now());
+                    bar.inc(s.bytes);
+                    bar.suspend(|| println!("put {} ({} bytes)", at(&s.key), s.bytes));
+                    report.put.push(s.key.clone());
+                }
+                Err(e) => drop(failed.get_or_insert(e)),
+            }
+        }
         save(&ledger)?;
-        bar.inc(s.bytes);
-        bar.suspend(|| println!("put {} ({} bytes)", at(&s.key), s.bytes));
-        report.put.push(s.key.clone());
+        if let Some(e) = failed {
+            return Err(e);
+        }
     }
     bar.finish_and_clear();
     for key in &report.skipped {
@@ -307,44 +338,46 @@ fn slug(model: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
     use std::collections::BTreeMap;
     use std::fs;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Mutex;
 
     use super::*;
 
     /// A bucket in memory that can refuse the put of one key.
     #[derive(Default)]
     struct Memory {
-        objects: RefCell<BTreeMap<String, Vec<u8>>>,
-        refuse: RefCell<Option<String>>,
-        puts: Cell<usize>,
+        objects: Mutex<BTreeMap<String, Vec<u8>>>,
+        refuse: Mutex<Option<String>>,
+        puts: AtomicUsize,
     }
 
     impl Bucket for Memory {
         fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-            Ok(self.objects.borrow().get(key).cloned())
+            Ok(self.objects.lock().unwrap().get(key).cloned())
         }
         fn put(&self, key: &str, file: &Path, _: &str) -> Result<()> {
             ensure!(
-                self.refuse.borrow().as_deref() != Some(key),
+                self.refuse.lock().unwrap().as_deref() != Some(key),
                 "refused {key}"
             );
-            self.puts.set(self.puts.get() + 1);
+            self.puts.fetch_add(1, SeqCst);
             self.objects
-                .borrow_mut()
+                .lock()
+                .unwrap()
                 .insert(key.into(), fs::read(file)?);
             Ok(())
         }
         fn delete(&self, key: &str) -> Result<()> {
-            self.objects.borrow_mut().remove(key);
+            self.objects.lock().unwrap().remove(key);
             Ok(())
         }
     }
 
     impl Memory {
         fn keys(&self) -> Vec<String> {
-            self.objects.borrow().keys().cloned().collect()
+            self.objects.lock().unwrap().keys().cloned().collect()
         }
     }
 
@@ -388,10 +421,10 @@ mod tests {
             bucket.keys(),
             ["m/ledger.json", "m/manifest.json", "m/s0.a", "m/s1.a"]
         );
-        bucket.puts.set(0);
+        bucket.puts.store(0, SeqCst);
         let r = publish(&bucket, "m", &a, &ma, KEEP, || 2).unwrap();
         assert_eq!((r.put.len(), r.skipped.len()), (0, 2));
-        assert_eq!(bucket.puts.get(), 2, "the manifest and the ledger");
+        assert_eq!(bucket.puts.load(SeqCst), 2, "the manifest and the ledger");
         let all = Options {
             put_all: true,
             ..KEEP
@@ -411,7 +444,7 @@ mod tests {
 
         // Version b dies at its second slice: the manifest still names a.
         let (b, mb) = version(dir.path(), &["s0.b", "s1.b"]);
-        *bucket.refuse.borrow_mut() = Some("m/s1.b".into());
+        *bucket.refuse.lock().unwrap() = Some("m/s1.b".into());
         publish(&bucket, "m", &b, &mb, KEEP, || 10).unwrap_err();
         assert_eq!(
             bucket.get("m/manifest.json").unwrap(),
@@ -419,7 +452,7 @@ mod tests {
         );
 
         // Resuming puts only s1.b; a's slices then wait 100 ms before they go.
-        *bucket.refuse.borrow_mut() = None;
+        *bucket.refuse.lock().unwrap() = None;
         let r = publish(&bucket, "m", &b, &mb, PRUNE_AFTER_100, || 20).unwrap();
         assert_eq!(
             (r.put, r.skipped),
@@ -441,9 +474,9 @@ mod tests {
         let bucket = Memory::default();
         let (a, ma) = version(dir.path(), &["s0.a"]);
         let (b, mb) = version(dir.path(), &["s0.b", "s1.b"]);
-        *bucket.refuse.borrow_mut() = Some("m/manifest.json".into());
+        *bucket.refuse.lock().unwrap() = Some("m/manifest.json".into());
         publish(&bucket, "m", &b, &mb, KEEP, || 0).unwrap_err();
-        *bucket.refuse.borrow_mut() = None;
+        *bucket.refuse.lock().unwrap() = None;
         let r = publish(&bucket, "m", &a, &ma, PRUNE_AFTER_100, || 100).unwrap();
         assert_eq!(r.pruned, ["s0.b", "s1.b"]);
         assert_eq!(
@@ -460,7 +493,8 @@ mod tests {
         for (k, f) in [("m/shard-00.bin", &old[0].file), ("m/manifest.json", &mold)] {
             bucket
                 .objects
-                .borrow_mut()
+                .lock()
+                .unwrap()
                 .insert(k.into(), fs::read(f).unwrap());
         }
         let r = publish(&bucket, "m", &old, &mold, PRUNE_AFTER_100, || 5).unwrap();
@@ -497,11 +531,12 @@ mod tests {
         let evil = br#"{"format":"cobordism-ledger/1","objects":{"../other/x":{"state":"stored","since_ms":0}}}"#;
         bucket
             .objects
-            .borrow_mut()
+            .lock()
+            .unwrap()
             .insert("m/ledger.json".into(), evil.to_vec());
         let e = publish(&bucket, "m", &a, &ma, PRUNE_AFTER_100, || 1000).unwrap_err();
         assert!(format!("{e:#}").contains("move it aside"), "{e:#}");
-        assert_eq!(bucket.puts.get(), 0);
+        assert_eq!(bucket.puts.load(SeqCst), 0);
     }
 
     #[test]
