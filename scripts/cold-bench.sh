@@ -11,12 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 baseline=262677c
 if [ "${1:-}" = --baseline ]; then baseline=$2; shift 2; fi
-scripts/setup.sh demo >/dev/null
-export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
-unset RUSTFLAGS
-cargo build -q --release -p cobordism
-scripts/build-worker.sh >/dev/null
-scripts/build-client-js.sh >/dev/null
+scripts/build-for-bench.sh
+export CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 args=()
 if [ "$baseline" != none ]; then
   # The baseline shard, built from its own checkout in its own target directory.

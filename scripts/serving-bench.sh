@@ -7,12 +7,8 @@
 # Usage: scripts/serving-bench.sh [ARGS for run.mjs…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh demo >/dev/null
-export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
-unset RUSTFLAGS
-cargo build -q --release -p cobordism
-scripts/build-worker.sh >/dev/null
-scripts/build-client-js.sh >/dev/null
+scripts/build-for-bench.sh
+export CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 mkdir -p target/serving
 node benches/serving/run.mjs --tokens 32 --json target/serving/serving.json --svg docs/serving.svg "$@" \
   >target/serving/serving.md

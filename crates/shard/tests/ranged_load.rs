@@ -7,7 +7,7 @@ mod common;
 use std::pin::pin;
 
 use cobordism_shard::ranges::{split, RANGE_ATTEMPTS};
-use cobordism_shard::{Host, Shard};
+use cobordism_shard::{Host, Settings, Shard};
 
 use common::*;
 
@@ -23,17 +23,34 @@ fn starts(m: &Model) -> Vec<u64> {
         .collect()
 }
 
+/// A hook that gives every read starting at `at` the fault `fault`.
+fn at_start(at: u64, fault: RangeFault) -> impl FnMut(u64, u64, usize) -> RangeFault {
+    move |start, _, _| if start == at { fault } else { RangeFault::None }
+}
+
+/// The load fails retryably, `why` in its log line, keeps nothing; once the store heals, the
+/// next load gives the model's bits.
+fn fails_then_recovers(store: &Store, shard: &Shard, cfg: &Settings, m: &Model, why: &str) {
+    let e = block_on(shard.ensure(cfg, store)).unwrap_err();
+    assert_eq!(
+        (e.code, e.retry_after.is_some()),
+        ("storage_unavailable", true)
+    );
+    let internal = e.internal.unwrap();
+    assert!(internal.contains(why), "{internal}");
+    assert_eq!(shard.with_resident(|_| ()), None, "nothing is kept");
+    assert_eq!(shard.health(store.now_ms()).state, "failed");
+    store.range_hook.take();
+    store.advance(cfg.load_retry_ms);
+    assert_eq!(code(block_on(shard.ensure(cfg, store))), "miss");
+    assert_eq!(resident_logits(shard), logits_of(m, 0));
+}
+
 #[test]
 fn ranges_arriving_out_of_order_give_the_models_bits() {
     let (store, shard, cfg, m) = (Store::default(), Shard::new(), settings(1), big());
     store.upload(&m);
-    store.on_range(|start, _, _| {
-        if start == 0 {
-            RangeFault::Delay(50)
-        } else {
-            RangeFault::None
-        }
-    });
+    store.on_range(at_start(0, RangeFault::Delay(50)));
     assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
     let s = starts(&m);
     assert_eq!(s.len(), 4);
@@ -45,7 +62,7 @@ fn ranges_arriving_out_of_order_give_the_models_bits() {
 #[test]
 fn one_stream_reads_the_slice_in_one_range() {
     let (store, shard, m) = (Store::default(), Shard::new(), big());
-    let cfg = cobordism_shard::Settings {
+    let cfg = Settings {
         load_streams: 1,
         ..settings(1)
     };
@@ -87,13 +104,7 @@ fn a_truncated_range_resumes_at_its_first_missing_byte() {
     store.upload(&m);
     let s = starts(&m);
     let (third, len) = (s[2], s[3] - s[2]);
-    store.on_range(move |start, _, _| {
-        if start == third {
-            RangeFault::Truncate(3 * CHUNK)
-        } else {
-            RangeFault::None
-        }
-    });
+    store.on_range(at_start(third, RangeFault::Truncate(3 * CHUNK)));
     assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
     let reads = store.range_reads.borrow();
     assert_eq!(reads.len(), 5, "{reads:?}");
@@ -107,36 +118,16 @@ fn a_range_that_keeps_failing_fails_the_load_and_keeps_nothing() {
     let (store, shard, cfg, m) = (Store::default(), Shard::new(), settings(1), big());
     store.upload(&m);
     let last = *starts(&m).last().unwrap();
-    store.on_range(move |start, _, _| {
-        if start == last {
-            RangeFault::Fail
-        } else {
-            RangeFault::None
-        }
-    });
-    let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
+    store.on_range(at_start(last, RangeFault::Fail));
+    let why = format!("failed {RANGE_ATTEMPTS} times");
+    fails_then_recovers(&store, &shard, &cfg, &m, &why);
+    let reads = store.range_reads.borrow();
+    let at_last = reads.iter().filter(|r| r.0 == last).count();
     assert_eq!(
-        (e.code, e.retry_after.is_some()),
-        ("storage_unavailable", true)
+        at_last,
+        RANGE_ATTEMPTS as usize + 1,
+        "and once in the load that succeeded"
     );
-    let why = e.internal.unwrap();
-    assert!(
-        why.contains(&format!("failed {RANGE_ATTEMPTS} times")),
-        "{why}"
-    );
-    let failed = store
-        .range_reads
-        .borrow()
-        .iter()
-        .filter(|r| r.0 == last)
-        .count();
-    assert_eq!(failed, RANGE_ATTEMPTS as usize);
-    assert_eq!(shard.with_resident(|_| ()), None, "nothing is kept");
-    assert_eq!(shard.health(store.now_ms()).state, "failed");
-    store.range_hook.take();
-    store.advance(cfg.load_retry_ms);
-    assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
-    assert_eq!(resident_logits(&shard), logits_of(&m, 0));
 }
 
 #[test]
@@ -151,30 +142,14 @@ fn an_object_written_between_two_reads_is_never_kept() {
             RangeFault::None
         }
     });
-    let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
-    assert_eq!(
-        (e.code, e.retry_after.is_some()),
-        ("storage_unavailable", true)
-    );
-    assert!(e.internal.unwrap().contains("written while it was read"));
-    assert_eq!(shard.with_resident(|_| ()), None, "nothing is kept");
-    store.range_hook.take();
-    store.advance(cfg.load_retry_ms);
-    assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
-    assert_eq!(resident_logits(&shard), logits_of(&m, 0));
+    fails_then_recovers(&store, &shard, &cfg, &m, "written while it was read");
 }
 
 #[test]
 fn a_requester_gone_mid_load_leaves_no_partial_slice() {
     let (store, shard, cfg, m) = (Store::default(), Shard::new(), settings(1), big());
     store.upload(&m);
-    store.on_range(|start, _, _| {
-        if start == 0 {
-            RangeFault::Delay(1000)
-        } else {
-            RangeFault::None
-        }
-    });
+    store.on_range(at_start(0, RangeFault::Delay(1000)));
     {
         let mut gone = pin!(shard.ensure(&cfg, &store));
         for _ in 0..10 {
