@@ -57,12 +57,15 @@ for perturbation in order lane f16 q4k_min ties; do
     must_fail kquant "$target" "$perturbation" "${expected[$perturbation]}"
   done
 done
-# The coalescer (crates/shard): its native tests must catch a pass that mixes up its requests.
+# The shard (crates/shard): its native tests must catch a pass that mixes up its requests, and
+# ranged loads that keep two versions' bytes or checksum bytes not yet in.
 declare -A shard_expected=(
   [pass_slices]="coalesce:ready_requests_join_one_pass_and_get_the_bits_they_get_alone coalesce:a_pass_holds_at_most_eight_vectors"
   [mixed_precision]="coalesce:precisions_and_forms_never_mix_in_a_way_that_changes_an_answer"
+  [any_etag]="ranged_load:an_object_written_between_two_reads_is_never_kept"
+  [unordered_hash]="ranged_load:ranges_arriving_out_of_order_give_the_models_bits"
 )
-for perturbation in pass_slices mixed_precision; do
+for perturbation in pass_slices mixed_precision any_etag unordered_hash; do
   export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="--cfg shard_perturb=\"$perturbation\""
   must_fail cobordism-shard x86_64-unknown-linux-gnu "$perturbation" "${shard_expected[$perturbation]}"
 done
