@@ -23,6 +23,8 @@ pub trait Bucket: Sync {
     fn put(&self, key: &str, file: &Path, content_type: &str) -> Result<()>;
     /// Deletes `key`; deleting a missing key succeeds.
     fn delete(&self, key: &str) -> Result<()>;
+    /// How many puts may run at once.
+    fn parallel_puts(&self) -> usize;
 }
 
 /// An R2 bucket reached by running wrangler.
@@ -101,6 +103,16 @@ impl Wrangler {
 }
 
 impl Bucket for Wrangler {
+    /// Four remote puts at once; local ones one at a time: wrangler processes writing one local
+    /// state at once fail ("put: Unspecified error", SQLite busy), seen in CI.
+    fn parallel_puts(&self) -> usize {
+        if self.local {
+            1
+        } else {
+            4
+        }
+    }
+
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let out = self.object("get", key, &["--pipe"])?;
         if out.status.success() {

@@ -2,8 +2,8 @@
 //! the slices the bucket does not hold yet and finally `manifest.json`, so a reader never sees a
 //! manifest whose slices are missing. Slice keys carry their checksum (`shard-03.<xxh3>.bin`), so
 //! a new version never overwrites an object an older manifest names: shards keep loading the old
-//! version until the new manifest lands. Slices go up to four at a time (a wave), the
-//! [`ledger`] recording what was put after each wave; `--prune` deletes objects no manifest has
+//! version until the new manifest lands. Slices go up to four at a time to a remote bucket (a
+//! wave; one at a time into a local state), the [`ledger`] recording what was put after each; `--prune` deletes objects no manifest has
 //! named for a grace period.
 
 mod bucket;
@@ -23,10 +23,6 @@ use crate::slice::MANIFEST;
 use crate::slices;
 pub use bucket::{Bucket, Wrangler, WRANGLER_ENV};
 use ledger::{Ledger, LEDGER};
-
-/// Slices put at once: each put is a wrangler process, whose start-up (~2 s) is most of a local
-/// put; the ledger is saved after each wave.
-const PARALLEL_PUTS: usize = 4;
 
 /// Arguments of `cobordism upload`.
 #[derive(ClapArgs, Debug)]
@@ -245,7 +241,7 @@ fn publish(
         save(&ledger)?;
     }
     let bar = progress::bytes(put.iter().map(|s| s.bytes).sum(), "uploading");
-    for wave in put.chunks(PARALLEL_PUTS) {
+    for wave in put.chunks(bucket.parallel_puts().max(1)) {
         let results = thread::scope(|scope| {
             let puts: Vec<_> = wave
                 .iter()
@@ -372,6 +368,9 @@ mod tests {
         fn delete(&self, key: &str) -> Result<()> {
             self.objects.lock().unwrap().remove(key);
             Ok(())
+        }
+        fn parallel_puts(&self) -> usize {
+            4
         }
     }
 
