@@ -145,6 +145,10 @@ test("warm-up: 202 at once, the load goes on after the answer, then hits", async
   }
 });
 
+// Local workerd does not cancel a request whose client went away (checked: this test passes
+// with the load spawned outside ctx.waitUntil too), so here it cannot fail for want of
+// waitUntil; it pins that an abandoned load ends resident and right. The warm-up test above is
+// the one that fails without waitUntil (workerd drops work left after an answer).
 test("a caller gone mid-load does not stop the load", async () => {
   const { local, endpoint } = await shards(() => ({}), { r2Shape: { firstByteMs: 50, bytesPerSec: 600_000 } });
   try {
