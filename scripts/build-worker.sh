@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the shard Worker into worker/build (index.js + index_bg.wasm): the crate for wasm32, the
-# pinned wasm-bindgen CLI (module target, with the instance reset workers-rs relies on after a
+# Builds the shard Worker into worker/build (index.js + index_bg.wasm): the crate for wasm32,
+# wasm-bindgen's glue with crates/bindgen (module target, with the instance reset workers-rs relies on after a
 # panic), then esbuild bundles worker/entry.mjs with wasm-bindgen's glue. This is what
 # worker-build does for a plain fetch Worker, done here so that a fresh machine need not compile
 # worker-build (2½ minutes of the demo's first run). No wasm-opt: binaryen's `-O` made the Q4_K
@@ -12,7 +12,7 @@
 # and runtime. Local workerd enforces no memory limit; this build makes a failed `memory.grow`
 # happen where production would.
 #
-# `--compile-only` stops after cargo (scripts/demo.sh compiles while the wasm-bindgen CLI installs).
+# `--compile-only` stops after compiling the crate (scripts/demo.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
@@ -29,9 +29,10 @@ else
 fi
 cargo build "${cargo_args[@]}"
 [ "${1:-}" != --compile-only ] || exit 0
+scripts/host-tools.sh
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-wasm-bindgen "$target_dir/wasm32-unknown-unknown/release/cobordism_worker.wasm" --out-dir "$stage" \
+target/release/cobordism-bindgen "$target_dir/wasm32-unknown-unknown/release/cobordism_worker.wasm" --out-dir "$stage" \
   --out-name index --target module --no-typescript \
   --experimental-reset-state-function --force-enable-abort-handler
 cp worker/entry.mjs "$stage/"

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: check-wasm.sh [--max-memory BYTES] FILE.wasm…" >&2; exit 2; }
 unset RUSTFLAGS
-cargo build --release -q -p cobordism-wasm-check
+scripts/host-tools.sh
 # The check must be able to fail: a module with one relaxed dot product is refused.
 if target/release/check-wasm scripts/fixtures/relaxed-dot.wasm 2>/dev/null; then
   echo "check-wasm: the validator accepted a relaxed-SIMD module" >&2

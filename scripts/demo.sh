@@ -11,17 +11,15 @@ start=$SECONDS
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 unset RUSTFLAGS
 scripts/setup.sh toolchain
-# The rest of the setup (the wasm-bindgen CLI's install: a minute on a fresh machine; the npm
-# packages) runs while cargo compiles the CLI and the shard's wasm, which need neither.
+# The npm packages install while cargo compiles the CLI, the wasm tools and the shard's wasm.
 mkdir -p target
 scripts/setup.sh demo >target/setup.log 2>&1 &
 setup=$!
-cargo build --release -q -p cobordism
-cargo build --release -q -p cobordism-wasm-check # alone, as scripts/check-wasm.sh builds it
+scripts/host-tools.sh
 scripts/build-worker.sh --compile-only
-took "the CLI and the shard's wasm compiled (the setup meanwhile)"
+took "the CLI and the shard's wasm compiled (npm ci meanwhile)"
 wait "$setup" || { cat target/setup.log >&2; exit 1; }
-took "the rest of the setup (wasm-bindgen CLI, npm packages; once)"
+took "the rest of the setup (npm packages)"
 scripts/build-worker.sh >/dev/null
 took "the shard Worker's bundle"
 target/release/cobordism demo "$@"

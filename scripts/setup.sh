@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh Debian machine of this kind; idempotent.
 # `scripts/setup.sh demo` (scripts/demo.sh) and `scripts/setup.sh deploy` (scripts/deploy-all.sh):
-# only what building and running the shard Worker needs — the wasm32 target, the wasm-bindgen CLI
-# and the npm packages (wrangler, Miniflare, esbuild); nothing from apt, so any OS with rustup and
-# Node.js will do.
+# only what building and running the shard Worker needs — the wasm32 target and the npm packages
+# (wrangler, Miniflare, esbuild); nothing from apt, so any OS with rustup and Node.js will do. The
+# wasm-bindgen step is a workspace binary (crates/bindgen), built with the rest.
 # `scripts/setup.sh toolchain`: the Rust toolchain and the wasm32 target alone (scripts/demo.sh
 # installs the rest while it compiles).
 # `scripts/setup.sh` (scripts/test.sh): everything, also the cross compiler and qemu, the other
@@ -30,10 +30,6 @@ log "rust toolchain: $(rustup show active-toolchain 2>/dev/null | head -n1)"
 rustup toolchain install >/dev/null 2>&1 || true
 rustup target add wasm32-unknown-unknown >/dev/null
 [ "$purpose" != toolchain ] || exit 0
-# The shard Worker's build (scripts/build-worker.sh). An unoptimized build: it compiles in half
-# the time (50 against 106 s here) and still processes the shard's module in 0.4 s.
-cargo_install wasm-bindgen-cli 0.2.130 --debug
-
 if [ ! -x node_modules/.bin/wrangler ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   log "npm ci (wrangler, miniflare)"
   npm ci --no-audit --no-fund --loglevel=error
