@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the host binaries the wasm builds use — crates/bindgen (wasm-bindgen's glue) and
-# crates/wasm-check — always together and with the CLI, in one cargo invocation: cargo unifies
-# the features of shared dependencies per invocation, so building any of them on its own would
-# compile those dependencies (and the CLI after them) a second time.
+# crates/wasm-check — always together, in one cargo invocation: cargo unifies the features of
+# shared dependencies per invocation, so building one of them alone would compile some of those
+# dependencies again, with other features.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 unset RUSTFLAGS
-cargo build --release -q -p cobordism -p cobordism-bindgen -p cobordism-wasm-check
+cargo build --release -q -p cobordism-bindgen -p cobordism-wasm-check

@@ -72,14 +72,16 @@ fn random_token() -> Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Runs `cobordism <args>` (this binary), printing the command first.
+/// Runs `cobordism <args>` (this binary), printing the command first and its time after.
 fn step(args: &[&str]) -> Result<()> {
     println!("\n$ cobordism {}", args.join(" "));
     let exe = std::env::current_exe()?;
+    let started = Instant::now();
     let status = Command::new(exe).args(args).status()?;
     if !status.success() {
         bail!("`cobordism {}` failed ({status})", args.join(" "));
     }
+    println!("({}: {:.1} s)", args[0], started.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -222,7 +224,12 @@ pub fn run(args: &Args) -> Result<()> {
         std::env::set_var(TOKEN_VAR, random_token()?);
         println!("\n$ export {TOKEN_VAR}=…   # a random bearer token for the local shards");
     }
+    let starting = Instant::now();
     let local = Shards::start(&root, args.shards, &state)?;
+    println!(
+        "(shards started: {:.1} s)",
+        starting.elapsed().as_secs_f64()
+    );
     let endpoints_file = work.join("endpoints.txt");
     std::fs::write(&endpoints_file, local.endpoints.join("\n") + "\n")?;
     let manifest = format!("{slices}/manifest.json");

@@ -89,6 +89,11 @@ impl Shards {
                 url.starts_with("http://") || url.starts_with("https://"),
                 "endpoint {url:?}: expected an http:// or https:// URL"
             );
+            ensure!(
+                cfg!(feature = "https") || !url.starts_with("https://"),
+                "endpoint {url:?}: this cobordism was built without TLS (scripts/demo.sh builds \
+                 it so, for local shards); `cargo build --release -p cobordism` adds it"
+            );
         }
         Ok(urls)
     }

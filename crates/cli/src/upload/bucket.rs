@@ -1,9 +1,10 @@
-//! The object store `upload` writes to: an R2 bucket through wrangler (`r2 object get|put|delete`,
-//! local or remote), behind a small trait so the upload sequence is tested against memory.
+//! The object store `upload` writes to, behind a small trait so the upload sequence is tested
+//! against memory: a remote R2 bucket through wrangler (`r2 object get|put|delete --remote`)
+//! here, a local state in `super::local`.
 
 use std::env;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use anyhow::{bail, ensure, Context, Result};
@@ -27,29 +28,24 @@ pub trait Bucket: Sync {
     fn parallel_puts(&self) -> usize;
 }
 
-/// An R2 bucket reached by running wrangler.
+/// A remote R2 bucket reached by running wrangler.
 pub struct Wrangler {
     command: Vec<String>,
     bucket: String,
-    local: bool,
-    persist_to: Option<PathBuf>,
 }
 
 const INSTALL_HINT: &str = "install wrangler with `npm ci` in the repo root (Node.js 20+), or \
                             set COBORDISM_WRANGLER to a wrangler command";
 
 impl Wrangler {
-    /// The bucket `bucket`, local (with wrangler's `--persist-to` directory) or remote. Fails
-    /// early, with install advice, when wrangler cannot run.
-    pub fn new(bucket: &str, local: bool, persist_to: Option<&Path>) -> Result<Wrangler> {
+    /// The remote bucket `bucket`. Fails early, with install advice, when wrangler cannot run.
+    pub fn new(bucket: &str) -> Result<Wrangler> {
         let cmd = env::var(WRANGLER_ENV).unwrap_or_else(|_| DEFAULT_WRANGLER.into());
         let command: Vec<String> = cmd.split_whitespace().map(String::from).collect();
         ensure!(!command.is_empty(), "{WRANGLER_ENV} is set but empty");
         let w = Wrangler {
             command,
             bucket: bucket.into(),
-            local,
-            persist_to: persist_to.map(std::path::absolute).transpose()?,
         };
         w.check()?;
         Ok(w)
@@ -84,33 +80,21 @@ impl Wrangler {
         }
     }
 
-    /// Runs `wrangler r2 object <verb> <bucket>/<key> <extra…> --local|--remote [--persist-to]`.
+    /// Runs `wrangler r2 object <verb> <bucket>/<key> <extra…> --remote`.
     fn object(&self, verb: &str, key: &str, extra: &[&str]) -> Result<Output> {
         let target = format!("{}/{key}", self.bucket);
-        let persist = self
-            .persist_to
-            .as_ref()
-            .map(|p| p.to_string_lossy().into_owned());
         let mut args = vec!["r2", "object", verb, &target];
         args.extend(extra);
-        args.push(if self.local { "--local" } else { "--remote" });
-        if let Some(p) = &persist {
-            args.extend(["--persist-to", p]);
-        }
+        args.push("--remote");
         self.run(&args)
             .with_context(|| format!("{verb} {target}: cannot run `{}`", self.shown()))
     }
 }
 
 impl Bucket for Wrangler {
-    /// Four remote puts at once; local ones one at a time: wrangler processes writing one local
-    /// state at once fail ("put: Unspecified error", SQLite busy), seen in CI.
+    /// Four puts at once, each its own wrangler process and upload.
     fn parallel_puts(&self) -> usize {
-        if self.local {
-            1
-        } else {
-            4
-        }
+        4
     }
 
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {

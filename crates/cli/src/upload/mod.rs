@@ -2,12 +2,14 @@
 //! the slices the bucket does not hold yet and finally `manifest.json`, so a reader never sees a
 //! manifest whose slices are missing. Slice keys carry their checksum (`shard-03.<xxh3>.bin`), so
 //! a new version never overwrites an object an older manifest names: shards keep loading the old
-//! version until the new manifest lands. Slices go up to four at a time to a remote bucket (a
-//! wave; one at a time into a local state), the [`ledger`] recording what was put after each; `--prune` deletes objects no manifest has
-//! named for a grace period.
+//! version until the new manifest lands. Slices go up to four at a time to a remote bucket
+//! (through wrangler, [`bucket`]; a wave) and one at a time into a local state (one Miniflare,
+//! [`local`]), the [`ledger`] recording what was put after each; `--prune` deletes objects no
+//! manifest has named for a grace period.
 
 mod bucket;
 mod ledger;
+mod local;
 
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -23,6 +25,7 @@ use crate::slice::MANIFEST;
 use crate::slices;
 pub use bucket::{Bucket, Wrangler, WRANGLER_ENV};
 use ledger::{Ledger, LEDGER};
+use local::LocalR2;
 
 /// Arguments of `cobordism upload`.
 #[derive(ClapArgs, Debug)]
@@ -42,8 +45,9 @@ Examples:
   cobordism upload --dir slices/gemma3 --bucket cobordism-lm-head --prefix model --remote \\
       --prune --grace 1h
 
-The wrangler command is `npx wrangler` (install it with `npm ci` in the repo root); set
-COBORDISM_WRANGLER to use another, e.g. COBORDISM_WRANGLER=\"node_modules/.bin/wrangler\".")]
+--remote runs `npx wrangler` (install it with `npm ci` in the repo root); set COBORDISM_WRANGLER
+to use another, e.g. COBORDISM_WRANGLER=\"node_modules/.bin/wrangler\". --local writes the state
+with one Miniflare (installed with wrangler), in the layout `wrangler dev --persist-to` reads.")]
 pub struct Args {
     /// Directory holding manifest.json and the slices (the output of `slice`).
     #[arg(long, value_name = "DIR")]
@@ -53,7 +57,8 @@ pub struct Args {
     pub bucket: String,
     #[command(flatten)]
     pub target: Target,
-    /// Directory of the local R2 state (with --local), as wrangler's --persist-to.
+    /// Directory of the local R2 state (with --local), as wrangler's --persist-to
+    /// [default: .wrangler/state].
     #[arg(long, value_name = "DIR", requires = "local")]
     pub persist_to: Option<PathBuf>,
     /// Key prefix [default: the manifest's model name, lower-cased, with characters other
@@ -142,14 +147,25 @@ pub fn run(args: &Args) -> Result<()> {
         })
         .collect();
 
-    let bucket = Wrangler::new(&args.bucket, args.target.local, args.persist_to.as_deref())?;
+    let bucket: Box<dyn Bucket> = if args.target.local {
+        Box::new(LocalR2::open(&args.bucket, args.persist_to.as_deref())?)
+    } else {
+        Box::new(Wrangler::new(&args.bucket)?)
+    };
     let options = Options {
         put_all: args.put_all,
         prune_after_ms: args
             .prune
             .then(|| u64::try_from(args.grace.as_millis()).unwrap_or(u64::MAX)),
     };
-    let r = publish(&bucket, &prefix, &slices, &manifest_path, options, unix_ms)?;
+    let r = publish(
+        bucket.as_ref(),
+        &prefix,
+        &slices,
+        &manifest_path,
+        options,
+        unix_ms,
+    )?;
     println!(
         "{} bucket {} under {prefix}/: put {} slices, {} already there, then the manifest \
          (version {})",

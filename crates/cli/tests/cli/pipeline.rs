@@ -1,6 +1,7 @@
 //! synth → plan → slice → logits --local → upload, on the tiny shape.
 
 use std::fs;
+use std::path::Path;
 
 use cobordism_protocol::{encode_f32, Checksum, Manifest, TopK};
 use kquant::{repack, Layout, QMatrix, QuantType};
@@ -275,7 +276,7 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
             .env("COBORDISM_WRANGLER", wrangler);
         cmd.output().unwrap()
     };
-    ok(upload("--local --persist-to state", fake));
+    ok(upload("--remote", fake));
     let calls = fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = calls.lines().collect();
     assert_eq!(lines[0], "--version");
@@ -291,16 +292,18 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
         .filter(|l| !l.starts_with(ledger))
         .collect();
     assert_eq!(puts.len(), 3, "{calls}");
-    let state = d.join("state");
     let m = Manifest::parse(&fs::read(d.join("s/manifest.json")).unwrap()).unwrap();
-    let keys = [m.shards[0].key.as_str(), &m.shards[1].key, "manifest.json"];
-    assert!(keys[0].starts_with("shard-00.") && keys[0].ends_with(".bin"));
-    for (line, key) in puts.into_iter().zip(keys) {
-        let put = format!("r2 object put lm/synth-tiny-q6_k/{key} --file ");
-        assert!(line.starts_with(&put), "{line}");
-        let local = format!("--local --persist-to {}", state.display());
-        assert!(line.ends_with(&local), "{line}");
+    let put = |key: &str| format!("r2 object put lm/synth-tiny-q6_k/{key} --file ");
+    assert!(m.shards[0].key.starts_with("shard-00.") && m.shards[0].key.ends_with(".bin"));
+    // The slices in one wave (in either order), then the manifest.
+    for shard in &m.shards {
+        assert!(
+            puts[..2].iter().any(|l| l.starts_with(&put(&shard.key))),
+            "{calls}"
+        );
     }
+    assert!(puts[2].starts_with(&put("manifest.json")), "{calls}");
+    assert!(puts.iter().all(|l| l.ends_with("--remote")), "{calls}");
 
     fs::remove_file(&log).unwrap();
     ok(upload("--remote --prefix models/tiny", fake));
@@ -316,15 +319,52 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
         "{calls}"
     );
 
-    fails(upload("--local", "/nonexistent/wrangler"), 1, &["npm ci"]);
+    fails(upload("--remote", "/nonexistent/wrangler"), 1, &["npm ci"]);
+    // --local needs Miniflare from the current directory's node_modules: none here.
+    fails(upload("--local", fake), 1, &["npm ci", "miniflare"]);
     assert_eq!(upload("--local --remote", fake).status.code(), Some(2));
     fails(upload("--remote --prefix a/../b", fake), 1, &["--prefix"]);
 
     // A slice that does not match the manifest stops the upload before anything is put.
     fs::remove_file(&log).unwrap();
     fs::write(slice_path(&d.join("s"), 1), b"short").unwrap();
-    fails(upload("--local", fake), 1, &["shard 1", "5 bytes"]);
+    fails(upload("--remote", fake), 1, &["shard 1", "5 bytes"]);
     assert!(!log.exists());
+}
+
+/// `upload --local` through Miniflare, run from the repo root (whose node_modules has it, as a
+/// user runs it): the slices go in, and a second upload finds them through the ledger it reads
+/// back; `--prune --grace 0s` after a new version deletes the old version's slices.
+#[test]
+fn a_local_upload_writes_the_state_and_reads_its_ledger_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    synth(d, "tiny.gguf", &[]);
+    ok(cli(d, "slice --gguf tiny.gguf --shards 2 --out s"));
+    let (slices, state) = (d.join("s"), d.join("state"));
+    let upload = |extra: &[&str]| {
+        let mut args = vec![
+            "upload",
+            "--dir",
+            slices.to_str().unwrap(),
+            "--bucket",
+            "lm",
+        ];
+        args.extend(["--local", "--persist-to", state.to_str().unwrap()]);
+        args.extend(extra);
+        ok(run_in(&root, &args))
+    };
+    let first = upload(&[]);
+    assert!(first.contains("put 2 slices, 0 already there"), "{first}");
+    let again = upload(&[]);
+    assert!(again.contains("put 0 slices, 2 already there"), "{again}");
+    assert!(state.join("v3/r2").is_dir());
+
+    ok(cli(d, "slice --gguf tiny.gguf --shards 3 --out s --force"));
+    let third = upload(&["--prune", "--grace", "0s"]);
+    assert!(third.contains("put 3 slices, 0 already there"), "{third}");
+    assert!(third.contains("pruned 2 objects"), "{third}");
 }
 
 #[test]
