@@ -21,7 +21,7 @@ function part(full, manifest, i) {
 function upload(model, state, ...extra) {
   const args = ["upload", "--dir", model.slices, "--bucket", "cobordism-lm-head", "--prefix", "model", "--local", "--persist-to", state, ...extra];
   return new Promise((resolve, reject) => {
-    const child = spawn(CLI, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, COBORDISM_WRANGLER: "node_modules/.bin/wrangler" } });
+    const child = spawn(CLI, args, { stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     let err = "";
     child.stdout.on("data", (d) => (out += d));
