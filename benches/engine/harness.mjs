@@ -109,3 +109,25 @@ export function candle(ex, now, { kase, runs = 5, minMs = 40 }) {
   }
   return Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)]));
 }
+
+/// The best backend's int8 products against the scalar backend's on seeded cases
+/// `first..first + count` (src/int8_check.rs); throws unless every result has the same bits.
+export function int8Check(ex, _now, { first = 0, count = 300 }) {
+  const differing = ex.int8_check(first, count);
+  if (differing === 0xffffffff) throw new Error("int8_check: a kernel call failed");
+  if (differing !== 0) throw new Error(`int8_check: ${differing} results differ from the scalar backend's`);
+  return { cases: count, differing };
+}
+
+/// One case's int8 product on the plain module `ex` and on the relaxed build `rx` (and the
+/// exact product on `ex`), alternated call by call in one process; ms per call, medians.
+export function relaxed(ex, rx, now, { kase, batch = 1, runs = 5, minMs = 40 }) {
+  for (const m of [ex, rx]) if (m.kernel_setup(kase, batch) === 0) throw new Error(`no benchmark case ${kase}`);
+  const kernels = { plain: () => ex.kernel_run(1), relaxed: () => rx.kernel_run(1), exact: () => ex.kernel_run(0) };
+  const times = Object.fromEntries(Object.keys(kernels).map((k) => [k, []]));
+  for (const f of Object.values(kernels)) f();
+  for (let r = 0; r < runs; r++) {
+    for (const [k, f] of Object.entries(kernels)) times[k].push(perCall(now, f, minMs));
+  }
+  return Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)]));
+}

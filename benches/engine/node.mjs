@@ -2,7 +2,7 @@
 // JSON (run.mjs starts one process per job, so each job meets a fresh engine).
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
-import { candle, idioms, imports, kernel, layout } from "./harness.mjs";
+import { candle, idioms, imports, int8Check, kernel, layout } from "./harness.mjs";
 
 const [wasmPath, jobJson] = process.argv.slice(2);
 const job = JSON.parse(jobJson);
@@ -14,6 +14,7 @@ if (job.what === "idioms") result = idioms(ex, now, job);
 else if (job.what === "kernel") result = kernel(ex, now, job);
 else if (job.what === "layout") result = layout(ex, now, job);
 else if (job.what === "candle") result = candle(ex, now, job);
+else if (job.what === "int8-check") result = int8Check(ex, now, job);
 else if (job.what === "engine") result = (await import("./natives.mjs")).engine();
 else throw new Error(`unknown job ${job.what}`);
 console.log(JSON.stringify(result));

@@ -33,6 +33,10 @@ const { values } = parseArgs({
       type: "string",
       default: join(root, "target/engine-candle/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm"),
     },
+    "relaxed-wasm": {
+      type: "string",
+      default: join(root, "target/engine-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm"),
+    },
     json: { type: "string" },
   },
 });
@@ -49,17 +53,19 @@ const freePort = () =>
     });
   });
 
-/// Runs one job in a fresh workerd process.
-async function inWorkerd(job, wasm = values.wasm) {
+/// Runs one job in a fresh workerd process (`relaxed`: a second module, the relaxed build).
+async function inWorkerd(job, wasm = values.wasm, relaxed = null) {
   const dir = mkdtempSync(join(tmpdir(), "engine-bench-"));
   try {
     for (const f of ["worker.mjs", "harness.mjs", "natives.mjs"]) copyFileSync(join(here, f), join(dir, f));
     copyFileSync(wasm, join(dir, "engine.wasm"));
+    if (relaxed) copyFileSync(relaxed, join(dir, "relaxed.wasm"));
     const port = await freePort();
     const modules = [
       `(name = "worker.mjs", esModule = embed "worker.mjs")`,
       `(name = "harness.mjs", esModule = embed "harness.mjs")`,
       `(name = "engine.wasm", wasm = embed "engine.wasm")`,
+      ...(relaxed ? [`(name = "relaxed.wasm", wasm = embed "relaxed.wasm")`] : []),
       ...(natives ? [`(name = "natives.mjs", esModule = embed "natives.mjs")`] : []),
     ];
     writeFileSync(
@@ -188,6 +194,33 @@ if (wanted.includes("candle")) {
     json.push({ job: "candle", case: c.label, workerd: w, node: n });
   }
   console.log();
+}
+
+if (wanted.includes("relaxed")) {
+  // The same module built twice, plain simd128 and with relaxed SIMD (`--relaxed-wasm`: the int8
+  // kernels on relaxed SIMD's 8-bit dot product), both in one workerd process and alternated
+  // call by call (their ratio moves far less than either alone: this VM's speed varies 2× over
+  // minutes); workerd only, since Node 20's relaxed SIMD is not the final instruction.
+  console.log("| case | vectors | plain int8 workerd ms per vector | relaxed int8 workerd ms per vector | relaxed / plain | relaxed, per vector vs one vector | exact workerd ms | relaxed int8 / exact |");
+  console.log("|---|---:|---:|---:|---:|---:|---:|---:|");
+  for (const c of CASES) {
+    let single;
+    for (const batch of [1, 8]) {
+      const w = await inWorkerd({ what: "relaxed", kase: c.kase, batch, runs }, values.wasm, values["relaxed-wasm"]);
+      const [p, x] = [w.plain / batch, w.relaxed / batch];
+      single ??= x;
+      console.log(`| ${c.label} | ${batch} | ${fmt(p, 2)} | ${fmt(x, 2)} | ${fmt(x / p, 2)} | ${fmt(x / single, 2)} | ${fmt(w.exact / batch, 2)} | ${fmt(x / (w.exact / batch), 2)} |`);
+      json.push({ job: "relaxed", case: c.label, batch, workerd: w });
+    }
+  }
+  console.log();
+}
+
+if (wanted.includes("check")) {
+  // A test, not a measurement: the best backend's int8 products against the scalar backend's
+  // (src/int8_check.rs), in workerd only, where a relaxed build's results count.
+  const r = await inWorkerd({ what: "int8-check", first: 0, count: 300 });
+  console.log(`int8 check in workerd: ${r.cases} cases, ${r.differing} results differ from the scalar backend's`);
 }
 
 if (values.json) writeFileSync(values.json, json.map((j) => JSON.stringify(j)).join("\n") + "\n");

@@ -15,6 +15,8 @@
 //! * `layout_setup()`, `layout_run(int8)`: the Q6_K case (and its batch) repacked into kquant's
 //!   packed6 layout, checked against ggml's layout on every row.
 //! * `candle_setup()`, `candle_run()`: candle-core's mat-vec on the case (feature `candle`).
+//! * `int8_check(first, count)`: the best backend's int8 products against the scalar backend's
+//!   on seeded random and adversarial cases ([`int8_check`]); the number of differing results.
 //!
 //! Errors come back as NaN or 0, never as a panic: a trap would end the benchmark's isolate.
 //! On other targets the crate is empty.
@@ -29,6 +31,7 @@ use kquant::{repack, Backend, Layout, QMatrix, QuantType};
 #[cfg(feature = "candle")]
 mod candle_peer;
 pub mod idioms;
+mod int8_check;
 
 /// The weights, activations and buffers of the case being timed.
 struct Kernel {
@@ -254,4 +257,11 @@ pub extern "C" fn candle_run() -> f32 {
     return candle_peer::run();
     #[cfg(not(feature = "candle"))]
     f32::NAN
+}
+
+/// The best backend's int8 kernels against the scalar backend's, cases `first..first + count`
+/// ([`int8_check`]): how many results differ (`u32::MAX` if a call failed).
+#[no_mangle]
+pub extern "C" fn int8_check(first: u32, count: u32) -> u32 {
+    int8_check::run(u64::from(first), u64::from(count))
 }

@@ -35,15 +35,20 @@ pub enum Backend {
     Neon,
     /// WebAssembly simd128, 4 lanes; compiled in with `-C target-feature=+simd128`.
     Simd128,
+    /// simd128 whose int8 kernels use relaxed SIMD's 8-bit dot product where its result is
+    /// defined (`wasm32::simd128`'s docs); compiled in with `+relaxed-simd` as well. Its exact
+    /// kernels are [`Backend::Simd128`]'s.
+    Simd128Relaxed,
 }
 
 impl Backend {
     /// Every backend, fastest last.
-    pub const ALL: [Backend; 6] = [
+    pub const ALL: [Backend; 7] = [
         Backend::Scalar,
         Backend::Sse2,
         Backend::Neon,
         Backend::Simd128,
+        Backend::Simd128Relaxed,
         Backend::Avx2,
         Backend::Avx512,
     ];
@@ -57,6 +62,7 @@ impl Backend {
             Backend::Avx512 => "avx512",
             Backend::Neon => "neon",
             Backend::Simd128 => "simd128",
+            Backend::Simd128Relaxed => "simd128-relaxed",
         }
     }
 
@@ -74,6 +80,11 @@ impl Backend {
             Backend::Avx512 => avx512_detected(),
             Backend::Neon => cfg!(target_arch = "aarch64"),
             Backend::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
+            Backend::Simd128Relaxed => cfg!(all(
+                target_arch = "wasm32",
+                target_feature = "simd128",
+                target_feature = "relaxed-simd"
+            )),
         }
     }
 
@@ -100,6 +111,12 @@ impl Backend {
             Backend::Neon => aarch64::neon::run(job),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Backend::Simd128 => wasm32::simd128::run(job),
+            #[cfg(all(
+                target_arch = "wasm32",
+                target_feature = "simd128",
+                target_feature = "relaxed-simd"
+            ))]
+            Backend::Simd128Relaxed => wasm32::simd128::run_relaxed(job),
             _ => scalar::run(job),
         }
     }

@@ -1,4 +1,24 @@
-//! The generic kernels over wasm `v128` (simd128 only: no relaxed-SIMD instruction is used).
+//! The generic kernels over wasm `v128`: [`Simd128`] with simd128 alone, and its relaxed form
+//! (`Simd128<true>`, in builds with `+relaxed-simd`), whose int8 kernels take their integer dot
+//! products from relaxed SIMD.
+//!
+//! # Why the relaxed dot product gives the canonical bits
+//!
+//! `i32x4.relaxed_dot_i8x16_i7x16_add_s(a, b, c)` multiplies the 16 bytes of `a` and `b` as
+//! integers, adds adjacent pairs of products into i16, then adjacent pairs of those into each
+//! i32 lane of `c`. The specification leaves two things to the implementation: whether `b`'s
+//! bytes are read as signed or unsigned, and whether the i16 pair sums saturate. Both are moot
+//! when every byte of `b` is in 0..=127: signed and unsigned read the same value, and a pair
+//! sum is at most 2·128·127 = 32512 in magnitude, inside i16, so nothing saturates. Every
+//! conforming engine then computes the exact integer `c + Σ a·b`. (The specification's tests,
+//! `relaxed_dot_product.wast`, allow several results only for `b` bytes with the top bit set.)
+//!
+//! So `a` takes the activation quants (−127..=127, any sign) and `b` the weight quants as
+//! *unsigned* values: Q6_K's `q` (0..=63, the −32 moved into the bsum term as for the other
+//! backends) and Q4_K's nibbles (0..=15). The sums are the same integers the canonical order
+//! defines (`generic::int8`), so the bits are too. Never the other way round: with `q − 32` in
+//! `b`, or the activations there, the results differ between engines (measured in workerd:
+//! 95 % of lanes with signed `b`).
 
 use core::arch::wasm32::*;
 
@@ -13,8 +33,9 @@ use crate::arch::generic::{self, Job, Vector};
 /// 16-byte load before it to the bytes the shuffle reads (three partial loads: the int8 kernel
 /// took 23 instead of 14 ms); and LLVM turns a multiply by constant powers of two into per-lane
 /// shifts, which simd128 lacks, so it takes the lanes apart one by one (65 ms).
+/// `RELAXED`: the int8 dot products use relaxed SIMD (only built with `+relaxed-simd`).
 #[derive(Clone, Copy)]
-pub(crate) struct Simd128 {
+pub(crate) struct Simd128<const RELAXED: bool = false> {
     /// `load_u24`: lane `i` gets bytes `3i..3i + 3` (and byte `3i + 2` again on top).
     lanes24: v128,
     /// `dot_scaled_packed6`: i16 lane `i` gets the two bytes of the chunk that hold the field
@@ -25,7 +46,7 @@ pub(crate) struct Simd128 {
     to_top: v128,
 }
 
-impl Simd128 {
+impl<const RELAXED: bool> Simd128<RELAXED> {
     fn new() -> Self {
         use core::hint::black_box;
         Simd128 {
@@ -52,9 +73,30 @@ impl Simd128 {
         let high = i32x4_dot_i16x8(q_high, x_high);
         i32x4_mul(i32x4_add(low, high), i32x4_splat(i32::from(scale)))
     }
+
+    /// `Σ q·x` over 16 weights whose unsigned quants (0..=127) are the bytes of `q`, in i32
+    /// lanes, times the group's scale: one relaxed dot product (see the module docs).
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    fn relaxed_dot16(self, q: v128, xq8: &[i8], scale: i16) -> v128 {
+        let x = &xq8[..16];
+        // SAFETY: `x` is 16 readable bytes.
+        let x = unsafe { v128_load(x.as_ptr().cast()) };
+        let (a, b) = if cfg!(kquant_perturb = "signed_i7") {
+            // A must-fail build's bug: the signed activations in the 7-bit operand, as LLVM
+            // once chose on its own (implementation-defined results).
+            (q, x)
+        } else {
+            (x, q)
+        };
+        // Pairs of products in i16 lanes (at most 2·127·63 in magnitude), then pairs of those
+        // times the scale into i32 lanes: two instructions where V8 lowers each to one on x64.
+        let pairs = i16x8_relaxed_dot_i8x16_i7x16(a, b);
+        i32x4_dot_i16x8(pairs, i16x8_splat(scale))
+    }
 }
 
-impl Vector for Simd128 {
+impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
     const LANES: usize = 4;
     type U = v128;
     type F = v128;
@@ -162,7 +204,12 @@ impl Vector for Simd128 {
         }
     }
     #[inline(always)]
-    fn dot_scaled(self, q: v128, _: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
+    fn dot_scaled(self, q: v128, xq8: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
+        #[cfg(target_feature = "relaxed-simd")]
+        if RELAXED {
+            return self.relaxed_dot16(q, xq8, scales[0]);
+        }
+        let _ = xq8;
         // The quants (≤ 63) widened to i16, pairs of products with x summed into i32 lanes by
         // `i32x4.dot_i16x8_s` (|lane| ≤ 4·63·127), then times the group's scale (exact in i32).
         // Cheaper in V8 than multiplying i8 by i8 (`extmul`): 22.4 → 19.8 ms for Q6_K. No
@@ -176,8 +223,8 @@ impl Vector for Simd128 {
         i8x16_swizzle(self.load_u(bytes), self.lanes24)
     }
     /// The chunk's 16 bytes as they are: [`Vector::dot_scaled_packed6`] picks its fields from
-    /// them directly.
-    const PACKED6_CENTERED: bool = true;
+    /// them directly, centered (`q − 32`) for the plain dot product; the relaxed one takes `q`.
+    const PACKED6_CENTERED: bool = !RELAXED;
     #[inline(always)]
     fn sum_i32(self, sum: v128) -> i32 {
         let pairs = i32x4_add(sum, i32x4_shuffle::<2, 3, 0, 1>(sum, sum));
@@ -193,7 +240,18 @@ impl Vector for Simd128 {
     /// quants), so the block needs no `32·Σ scale·bsum` (in workerd ~0.15 of the kernel's time
     /// for its reductions alone).
     #[inline(always)]
-    fn dot_scaled_packed6(self, bytes: v128, _: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
+    fn dot_scaled_packed6(self, bytes: v128, xq8: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
+        #[cfg(target_feature = "relaxed-simd")]
+        if RELAXED {
+            // The fields brought down unsigned: `(q − 32) mod 64`, which is `q ^ 32`; both
+            // halves narrowed to bytes (0..=63, no saturation) and the top bit flipped back.
+            let fields =
+                |pick: v128| u16x8_shr(i16x8_mul(i8x16_swizzle(bytes, pick), self.to_top), 10);
+            let centered = u8x16_narrow_i16x8(fields(self.fields_low), fields(self.fields_high));
+            let q = v128_xor(centered, u8x16_splat(32));
+            return self.relaxed_dot16(q, xq8, scales[0]);
+        }
+        let _ = xq8;
         let quants = |pick: v128| i16x8_shr(i16x8_mul(i8x16_swizzle(bytes, pick), self.to_top), 10);
         self.dot16(
             quants(self.fields_low),
@@ -230,5 +288,15 @@ impl Vector for Simd128 {
 
 /// Runs a job on simd128.
 pub(crate) fn run(job: Job<'_>) {
-    generic::run(Simd128::new(), job);
+    generic::run(Simd128::<false>::new(), job);
+}
+
+/// Runs a job on simd128 with relaxed SIMD's dot product in the int8 kernels; exact jobs run
+/// [`run`]'s code.
+#[cfg(target_feature = "relaxed-simd")]
+pub(crate) fn run_relaxed(job: Job<'_>) {
+    match job {
+        Job::MatMul { int8: true, .. } => generic::run(Simd128::<true>::new(), job),
+        _ => run(job),
+    }
 }
