@@ -36,8 +36,8 @@ pub enum Backend {
     /// WebAssembly simd128, 4 lanes; compiled in with `-C target-feature=+simd128`.
     Simd128,
     /// simd128 whose int8 kernels use relaxed SIMD's 8-bit dot product where its result is
-    /// defined (`wasm32::simd128`'s docs); compiled in with `+relaxed-simd` as well. Its exact
-    /// kernels are [`Backend::Simd128`]'s.
+    /// defined (`wasm32::simd128`'s docs); compiled in with the crate feature `relaxed-simd`.
+    /// Its exact kernels are [`Backend::Simd128`]'s.
     Simd128Relaxed,
 }
 
@@ -83,7 +83,7 @@ impl Backend {
             Backend::Simd128Relaxed => cfg!(all(
                 target_arch = "wasm32",
                 target_feature = "simd128",
-                target_feature = "relaxed-simd"
+                feature = "relaxed-simd"
             )),
         }
     }
@@ -114,7 +114,7 @@ impl Backend {
             #[cfg(all(
                 target_arch = "wasm32",
                 target_feature = "simd128",
-                target_feature = "relaxed-simd"
+                feature = "relaxed-simd"
             ))]
             Backend::Simd128Relaxed => wasm32::simd128::run_relaxed(job),
             _ => scalar::run(job),

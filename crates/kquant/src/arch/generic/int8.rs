@@ -109,7 +109,13 @@ pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
     let bsums: &mut [i16] = bytemuck::cast_slice_mut(bsums);
     let finite = x.iter().all(|v| v.is_finite());
     for (b, block) in x.chunks_exact(QK_K).enumerate() {
-        let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        // A compare and select, not `f32::max`: in a module with relaxed SIMD, LLVM lowers a
+        // vectorized `max` to `f32x4.relaxed_max` (whose NaN and ±0 results the engine picks),
+        // which `wasm-check --relaxed` refuses outside the int8 dot products. The values
+        // are the same: NaN is handled by `finite`, and every |x| is at least +0.
+        let amax = block
+            .iter()
+            .fold(0.0f32, |m, v| if v.abs() > m { v.abs() } else { m });
         let q = &mut xq[QK_K * b..QK_K * (b + 1)];
         if !finite || amax == 0.0 {
             q.fill(0);

@@ -129,6 +129,19 @@ pub(crate) trait Vector: Copy {
     fn unroll_int8_steps(_vectors: usize) -> bool {
         false
     }
+    /// Runs one pass of `N` vectors ([`mat_mul_pass`]). A backend overrides it to run its passes
+    /// in a function with more target features than the rest of the build
+    /// (`wasm32::simd128`'s relaxed int8 passes).
+    #[inline(always)]
+    fn pass<K: RowKernel, const N: usize>(
+        self,
+        kernel: K,
+        blocks: &[K::Block],
+        x: &[f32],
+        y: &mut [f32],
+    ) {
+        mat_mul_pass::<Self, K, N>(self, kernel, blocks, x, y);
+    }
     /// Test-only switch that makes this backend break the canonical order: set by
     /// `--cfg kquant_perturb="order"` in a must-fail build only.
     const PERTURBED: bool = cfg!(kquant_perturb = "order");
@@ -345,7 +358,7 @@ pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
 }
 
 /// A row kernel of one format: a row's blocks and `N` prepared vectors in, `N` results out.
-trait RowKernel: Copy {
+pub(crate) trait RowKernel: Copy {
     /// The most vectors one pass takes (each pass reads the weights once).
     const WIDEST_PASS: usize = 4;
     type Block;
@@ -374,10 +387,10 @@ fn mat_mul<V: Vector, K: RowKernel>(
         let (x, rest_x) = xs.split_at(take * p);
         let (y, rest_y) = core::mem::take(&mut ys).split_at_mut(take * rows);
         match take {
-            8 => mat_mul_pass::<V, K, 8>(v, kernel, blocks, x, y),
-            4 => mat_mul_pass::<V, K, 4>(v, kernel, blocks, x, y),
-            2 => mat_mul_pass::<V, K, 2>(v, kernel, blocks, x, y),
-            _ => mat_mul_pass::<V, K, 1>(v, kernel, blocks, x, y),
+            8 => v.pass::<K, 8>(kernel, blocks, x, y),
+            4 => v.pass::<K, 4>(kernel, blocks, x, y),
+            2 => v.pass::<K, 2>(kernel, blocks, x, y),
+            _ => v.pass::<K, 1>(kernel, blocks, x, y),
         }
         (xs, ys) = (rest_x, rest_y);
     }
@@ -391,7 +404,20 @@ fn mat_mul<V: Vector, K: RowKernel>(
 /// `#[target_feature]` entry point, without which their intrinsics would not inline.
 #[cfg_attr(not(target_arch = "wasm32"), inline(always))]
 #[cfg_attr(target_arch = "wasm32", inline(never))]
-fn mat_mul_pass<V: Vector, K: RowKernel, const N: usize>(
+pub(crate) fn mat_mul_pass<V: Vector, K: RowKernel, const N: usize>(
+    v: V,
+    kernel: K,
+    blocks: &[K::Block],
+    x: &[f32],
+    y: &mut [f32],
+) {
+    pass_rows::<V, K, N>(v, kernel, blocks, x, y);
+}
+
+/// The body of a pass ([`mat_mul_pass`]), for a backend that wraps it in a function of its own
+/// ([`Vector::pass`]).
+#[inline(always)]
+pub(crate) fn pass_rows<V: Vector, K: RowKernel, const N: usize>(
     v: V,
     kernel: K,
     blocks: &[K::Block],

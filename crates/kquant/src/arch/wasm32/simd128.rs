@@ -1,6 +1,11 @@
 //! The generic kernels over wasm `v128`: [`Simd128`] with simd128 alone, and its relaxed form
-//! (`Simd128<true>`, in builds with `+relaxed-simd`), whose int8 kernels take their integer dot
-//! products from relaxed SIMD.
+//! (`Simd128<true>`, with the crate feature `relaxed-simd`), whose int8 kernels take their
+//! integer dot products from relaxed SIMD, in passes of their own ([`relaxed_int8_pass`], the
+//! function that enables the `relaxed-simd` target feature). LLVM applies a wasm module's
+//! features to all of its functions, and may choose relaxed instructions from plain code by
+//! itself (it turned the int8 quantizer's `f32::max` fold into `f32x4.relaxed_max`), so
+//! `crates/wasm-check --relaxed` refuses a module with any relaxed instruction but the two dot
+//! products, or with one outside those passes.
 //!
 //! # Why the relaxed dot product gives the canonical bits
 //!
@@ -22,7 +27,7 @@
 
 use core::arch::wasm32::*;
 
-use crate::arch::generic::{self, Job, Vector};
+use crate::arch::generic::{self, Job, RowKernel, Vector};
 
 /// Token for simd128, enabled at compile time for this build, with the constant vectors of the
 /// packed6 kernels.
@@ -76,7 +81,7 @@ impl<const RELAXED: bool> Simd128<RELAXED> {
 
     /// `Σ q·x` over 16 weights whose unsigned quants (0..=127) are the bytes of `q`, in i32
     /// lanes, times the group's scale: one relaxed dot product (see the module docs).
-    #[cfg(target_feature = "relaxed-simd")]
+    #[cfg(feature = "relaxed-simd")]
     #[inline(always)]
     fn relaxed_dot16(self, q: v128, xq8: &[i8], scale: i16) -> v128 {
         let x = &xq8[..16];
@@ -98,6 +103,20 @@ impl<const RELAXED: bool> Simd128<RELAXED> {
 
 impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
     const LANES: usize = 4;
+    #[inline(always)]
+    fn pass<K: RowKernel, const N: usize>(
+        self,
+        kernel: K,
+        blocks: &[K::Block],
+        x: &[f32],
+        y: &mut [f32],
+    ) {
+        #[cfg(feature = "relaxed-simd")]
+        if RELAXED {
+            return relaxed_int8_pass::<K, N>(Simd128::new(), kernel, blocks, x, y);
+        }
+        generic::mat_mul_pass::<Self, K, N>(self, kernel, blocks, x, y);
+    }
     type U = v128;
     type F = v128;
 
@@ -205,7 +224,7 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
     }
     #[inline(always)]
     fn dot_scaled(self, q: v128, xq8: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
-        #[cfg(target_feature = "relaxed-simd")]
+        #[cfg(feature = "relaxed-simd")]
         if RELAXED {
             return self.relaxed_dot16(q, xq8, scales[0]);
         }
@@ -241,7 +260,7 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
     /// for its reductions alone).
     #[inline(always)]
     fn dot_scaled_packed6(self, bytes: v128, xq8: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
-        #[cfg(target_feature = "relaxed-simd")]
+        #[cfg(feature = "relaxed-simd")]
         if RELAXED {
             // The fields brought down unsigned: `(q − 32) mod 64`, which is `q ^ 32`; both
             // halves narrowed to bytes (0..=63, no saturation) and the top bit flipped back.
@@ -291,9 +310,24 @@ pub(crate) fn run(job: Job<'_>) {
     generic::run(Simd128::<false>::new(), job);
 }
 
+/// One int8 pass on relaxed SIMD, under the name `wasm-check --relaxed` allows the dot
+/// products in (see the module docs).
+#[cfg(feature = "relaxed-simd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline(never)]
+fn relaxed_int8_pass<K: RowKernel, const N: usize>(
+    v: Simd128<true>,
+    kernel: K,
+    blocks: &[K::Block],
+    x: &[f32],
+    y: &mut [f32],
+) {
+    generic::pass_rows::<Simd128<true>, K, N>(v, kernel, blocks, x, y);
+}
+
 /// Runs a job on simd128 with relaxed SIMD's dot product in the int8 kernels; exact jobs run
 /// [`run`]'s code.
-#[cfg(target_feature = "relaxed-simd")]
+#[cfg(feature = "relaxed-simd")]
 pub(crate) fn run_relaxed(job: Job<'_>) {
     match job {
         Job::MatMul { int8: true, .. } => generic::run(Simd128::<true>::new(), job),
