@@ -4,7 +4,8 @@
 # in tests/oracle.rs) must (1) build and (2) fail in the named tests, in their own assertions — a
 # build error or some other failure is a failed check. x86_64 and wasm32 (Node) for each; the
 # reduction order also on aarch64 under qemu. Then `--cfg shard_perturb="…"` (crates/shard/Cargo.toml)
-# for the coalescer's native tests. Built in its own target directory (target/must-fail).
+# for the coalescer's native tests, and the relaxed int8 kernels' operand order in workerd.
+# Built in its own target directory (target/must-fail).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUSTFLAGS
@@ -69,4 +70,18 @@ for perturbation in pass_slices mixed_precision any_etag unordered_hash; do
   export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="--cfg shard_perturb=\"$perturbation\""
   must_fail cobordism-shard x86_64-unknown-linux-gnu "$perturbation" "${shard_expected[$perturbation]}"
 done
+# The relaxed int8 kernels with the signed activations in the 7-bit operand (what LLVM once
+# chose on its own): the engine module's int8 check must find other bits in workerd.
+log=$CARGO_TARGET_DIR/relaxed.log
+unset CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS
+CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS='-C target-feature=+simd128 --cfg kquant_perturb="signed_i7"' \
+  cargo build -q -p cobordism-engine-bench --release --target wasm32-unknown-unknown --features relaxed-simd >"$log" 2>&1 ||
+  { cat "$log"; echo "must-fail signed_i7: the relaxed engine module did not build" >&2; exit 1; }
+if node benches/engine/run.mjs --jobs check \
+  --wasm "$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm" >"$log" 2>&1; then
+  cat "$log"; echo "must-fail signed_i7 in workerd: the int8 check PASSED" >&2; exit 1
+fi
+grep -q "results differ from the scalar backend's" "$log" ||
+  { cat "$log"; echo "must-fail signed_i7 in workerd: failed, not in the int8 check" >&2; exit 1; }
+echo "must-fail signed_i7 in workerd (relaxed build): built, the int8 check found other bits" | tee -a "$summary.new"
 mv "$summary.new" "$summary"

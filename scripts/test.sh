@@ -44,6 +44,10 @@ ok
 step "no_std: bare-metal build, and the wasm32-unknown-unknown build"
 cargo build -p kquant --no-default-features --target thumbv7em-none-eabihf
 cargo build -p kquant -p cobordism-engine-bench --release --target wasm32-unknown-unknown
+# The relaxed-SIMD build of the engine module (kquant's feature relaxed-simd), in its own target
+# directory: the same output name as the plain one.
+cargo build -p cobordism-engine-bench --release --target wasm32-unknown-unknown --features relaxed-simd \
+  --target-dir target/engine-relaxed
 ok
 
 step "shard worker: build (wasm-bindgen + esbuild) and the test build, wrangler dry-run deploy of s0…s7"
@@ -63,10 +67,17 @@ ok
 step "every .wasm validates with relaxed SIMD disabled"
 scripts/check-wasm.sh target/wasm32-wasip1/debug/deps/*.wasm target/wasm32-unknown-unknown/release/*.wasm \
   worker/build/*.wasm target/worker-test/build/*.wasm
+scripts/check-wasm.sh --relaxed target/engine-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm
 ok
 
 step "engine benchmark harness (one run, not a measurement): kernels, idioms and both Q6_K layouts (their bits compared on every row) in workerd and Node"
 node benches/engine/run.mjs --runs 1 --jobs idioms,kernels,layout >/dev/null
+ok
+
+step "int8 kernels, plain and relaxed SIMD, against the scalar backend in workerd (300 random and adversarial cases each)"
+node benches/engine/run.mjs --jobs check
+node benches/engine/run.mjs --jobs check --wasm target/engine-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm
+node benches/engine/run.mjs --runs 1 --jobs relaxed >/dev/null # both builds side by side: the harness runs
 ok
 
 step "shard worker in workerd (Miniflare) against a local R2 bucket; deploy-all with a stand-in wrangler"
