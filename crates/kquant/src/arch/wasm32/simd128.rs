@@ -127,7 +127,7 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
     /// runs 36 → 48 ms unrolled, so those keep the loop.
     #[inline(always)]
     fn unroll_int8_steps(vectors: usize) -> bool {
-        vectors == 1 || vectors == 8
+        vectors == 1 || (vectors == 8 && !RELAXED)
     }
     #[inline(always)]
     fn load_u(self, bytes: &[u8]) -> v128 {
