@@ -19,6 +19,8 @@ cargo clippy -p kquant --target aarch64-unknown-linux-gnu --all-targets -- -D wa
 cargo clippy -p kquant --target wasm32-wasip1 --all-targets -- -D warnings
 cargo clippy -p cobordism-worker --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -p cobordism-worker --target wasm32-unknown-unknown --features fault-injection -- -D warnings
+cargo clippy -p kquant -p cobordism-engine-bench --target wasm32-unknown-unknown --features relaxed-simd \
+  --target-dir target/engine-relaxed -- -D warnings
 ok
 
 step "fixtures are what the gguf oracle makes"

@@ -20,7 +20,8 @@
 //!
 //! So `a` takes the activation quants (−127..=127, any sign) and `b` the weight quants as
 //! *unsigned* values: Q6_K's `q` (0..=63, the −32 moved into the bsum term as for the other
-//! backends) and Q4_K's nibbles (0..=15). The sums are the same integers the canonical order
+//! backends) and Q4_K's nibbles (0..=15). Q6_K blocks in the packed6 layout keep the plain
+//! path (see [`Vector::dot_scaled_packed6`] below). The sums are the same integers the canonical order
 //! defines (`generic::int8`), so the bits are too. Never the other way round: with `q − 32` in
 //! `b`, or the activations there, the results differ between engines (measured in workerd:
 //! 95 % of lanes with signed `b`).
@@ -242,8 +243,8 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
         i8x16_swizzle(self.load_u(bytes), self.lanes24)
     }
     /// The chunk's 16 bytes as they are: [`Vector::dot_scaled_packed6`] picks its fields from
-    /// them directly, centered (`q − 32`) for the plain dot product; the relaxed one takes `q`.
-    const PACKED6_CENTERED: bool = !RELAXED;
+    /// them directly, centered (`q − 32`).
+    const PACKED6_CENTERED: bool = true;
     #[inline(always)]
     fn sum_i32(self, sum: v128) -> i32 {
         let pairs = i32x4_add(sum, i32x4_shuffle::<2, 3, 0, 1>(sum, sum));
@@ -258,19 +259,12 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
     /// brings it down as `q − 32` (7 operations per 16 weights, against ~9.5 to rebuild ggml's
     /// quants), so the block needs no `32·Σ scale·bsum` (in workerd ~0.15 of the kernel's time
     /// for its reductions alone).
+    ///
+    /// The relaxed backend uses this too: re-extracting the fields as unsigned quants for the
+    /// relaxed dot product (a logical shift, a narrowing, an xor) cost what the dot saved, and
+    /// more with one vector (workerd: 0.97–1.21 of this at one vector, 0.84–0.90 at eight).
     #[inline(always)]
-    fn dot_scaled_packed6(self, bytes: v128, xq8: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
-        #[cfg(feature = "relaxed-simd")]
-        if RELAXED {
-            // The fields brought down unsigned: `(q − 32) mod 64`, which is `q ^ 32`; both
-            // halves narrowed to bytes (0..=63, no saturation) and the top bit flipped back.
-            let fields =
-                |pick: v128| u16x8_shr(i16x8_mul(i8x16_swizzle(bytes, pick), self.to_top), 10);
-            let centered = u8x16_narrow_i16x8(fields(self.fields_low), fields(self.fields_high));
-            let q = v128_xor(centered, u8x16_splat(32));
-            return self.relaxed_dot16(q, xq8, scales[0]);
-        }
-        let _ = xq8;
+    fn dot_scaled_packed6(self, bytes: v128, _: &[i8], xq: &[i16], scales: &[i16]) -> v128 {
         let quants = |pick: v128| i16x8_shr(i16x8_mul(i8x16_swizzle(bytes, pick), self.to_top), 10);
         self.dot16(
             quants(self.fields_low),
