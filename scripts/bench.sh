@@ -24,6 +24,10 @@ cargo build -q --release -p cobordism-engine-bench --target wasm32-unknown-unkno
 cargo build -q --release -p cobordism-engine-bench --features candle --target wasm32-unknown-unknown \
   --target-dir target/engine-candle \
   --config 'target.wasm32-unknown-unknown.rustflags=["--cfg","getrandom_backend=\"wasm_js\""]'
+# …and with kquant's relaxed-SIMD backend (the int8 dot products), in its own target dir.
+cargo build -q --release -p cobordism-engine-bench --features relaxed-simd --target wasm32-unknown-unknown \
+  --target-dir target/engine-relaxed
+scripts/check-wasm.sh --relaxed target/engine-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm >&2
 scripts/check-wasm.sh target/wasm32-wasip1/release/kernel-timing.wasm \
   target/wasm32-wasip1/release/peer-timing.wasm \
   target/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm \
@@ -32,7 +36,7 @@ scripts/build-worker.sh >/dev/null
 scripts/build-kquant-js.sh >/dev/null
 
 echo "wasm kernels in workerd and Node…" >&2
-node benches/engine/run.mjs --runs "$runs" --jobs kernels,candle,batches,layout,idioms >"$out/engine.md"
+node benches/engine/run.mjs --runs "$runs" --jobs kernels,candle,batches,layout,relaxed,idioms >"$out/engine.md"
 echo "kquant native / wasm…" >&2
 target/release/kernel-timing "$runs" --json "$out/native.jsonl" >"$out/native.md"
 wasi target/wasm32-wasip1/release/kernel-timing.wasm "$runs" --json "$out/wasm.jsonl" >"$out/wasm.md"
@@ -92,9 +96,12 @@ engine. The idioms (first table) are the simd128 operations the kernels are buil
 alone on 16 KiB in L1. Batches are the int8 mode over 1–8 vectors (speculative decoding). The
 layout table runs the Q6_K kernels with the blocks in ggml's layout and in kquant's packed6
 layout (\`cobordism slice --layout packed6\`; same bytes per block), after checking that both
-give the same bits on every row. The last table runs candle-core's simd128 kernel (it
-quantizes x to 8 bits, like the int8 mode) in the same runtimes, from the same module built
-with candle.
+give the same bits on every row. Then candle-core's simd128 kernel (it quantizes x to 8 bits,
+like the int8 mode) in the same runtimes, from the same module built with candle. The last
+table runs the int8 kernels of the module built plain and with kquant's \`relaxed-simd\`
+feature (relaxed SIMD's 8-bit dot product, whose results are exact for the operands it gets:
+\`crates/kquant/src/arch/wasm32/simd128.rs\`), both in one workerd process, alternated call by
+call (workerd only: Node 20's relaxed SIMD is not the final instruction).
 
 $(cat "$out/engine.md")
 
