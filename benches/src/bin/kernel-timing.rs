@@ -64,11 +64,14 @@ fn main() {
         }
         let best = Backend::best();
         let mut int8_scratch = vec![0.0; m.int8_scratch_len()];
-        let ms = median_ms(runs, || {
-            m.mat_mat_int8_with(best, black_box(&x), &mut out, &mut int8_scratch)
-                .unwrap()
-        });
-        report(&format!("{best} int8"), ms, scalar_ms, true);
+        // The int8 mode on every SIMD backend (AVX-512 with and without VNNI side by side).
+        for backend in Backend::available().filter(|&b| b != Backend::Scalar) {
+            let ms = median_ms(runs, || {
+                m.mat_mat_int8_with(backend, black_box(&x), &mut out, &mut int8_scratch)
+                    .unwrap()
+            });
+            report(&format!("{backend} int8"), ms, scalar_ms, backend == best);
+        }
         // Q6_K's packed6 layout: the same blocks repacked, the same bits (not charted).
         if Layout::Packed6.supports(case.ty) {
             let mut packed = w.clone();

@@ -213,7 +213,11 @@ fn the_simd_backend_is_selected() {
     #[cfg(target_arch = "x86_64")]
     {
         assert!(Backend::Sse2.is_available());
-        let expected = if std::is_x86_feature_detected!("avx512bw") {
+        let expected = if std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vnni")
+        {
+            Backend::Avx512Vnni
+        } else if std::is_x86_feature_detected!("avx512bw") {
             Backend::Avx512
         } else if std::is_x86_feature_detected!("avx2") {
             Backend::Avx2

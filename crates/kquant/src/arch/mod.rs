@@ -31,6 +31,9 @@ pub enum Backend {
     Avx2,
     /// x86_64 AVX-512 F + BW (+ F16C), 16 lanes, chosen like [`Backend::Avx2`].
     Avx512,
+    /// [`Backend::Avx512`] whose int8 kernels accumulate with AVX-512 VNNI's `vpdpwssd`; its
+    /// exact kernels are AVX-512's.
+    Avx512Vnni,
     /// aarch64 Advanced SIMD, 4 lanes.
     Neon,
     /// WebAssembly simd128, 4 lanes; compiled in with `-C target-feature=+simd128`.
@@ -43,7 +46,7 @@ pub enum Backend {
 
 impl Backend {
     /// Every backend, fastest last.
-    pub const ALL: [Backend; 7] = [
+    pub const ALL: [Backend; 8] = [
         Backend::Scalar,
         Backend::Sse2,
         Backend::Neon,
@@ -51,6 +54,7 @@ impl Backend {
         Backend::Simd128Relaxed,
         Backend::Avx2,
         Backend::Avx512,
+        Backend::Avx512Vnni,
     ];
 
     /// Its lower-case name, as used by benchmarks and the CLI.
@@ -60,6 +64,7 @@ impl Backend {
             Backend::Sse2 => "sse2",
             Backend::Avx2 => "avx2",
             Backend::Avx512 => "avx512",
+            Backend::Avx512Vnni => "avx512-vnni",
             Backend::Neon => "neon",
             Backend::Simd128 => "simd128",
             Backend::Simd128Relaxed => "simd128-relaxed",
@@ -78,6 +83,7 @@ impl Backend {
             Backend::Sse2 => cfg!(target_arch = "x86_64"),
             Backend::Avx2 => avx2_detected(),
             Backend::Avx512 => avx512_detected(),
+            Backend::Avx512Vnni => avx512_detected() && vnni_detected(),
             Backend::Neon => cfg!(target_arch = "aarch64"),
             Backend::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
             Backend::Simd128Relaxed => cfg!(all(
@@ -107,6 +113,8 @@ impl Backend {
             Backend::Avx2 => x86_64::avx2::run(job),
             #[cfg(target_arch = "x86_64")]
             Backend::Avx512 => x86_64::avx512::run(job),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512Vnni => x86_64::avx512::run_vnni(job),
             #[cfg(target_arch = "aarch64")]
             Backend::Neon => aarch64::neon::run(job),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -168,4 +176,14 @@ fn avx512_detected() -> bool {
         target_feature = "avx512bw",
         target_feature = "f16c"
     ))
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+fn vnni_detected() -> bool {
+    std::is_x86_feature_detected!("avx512vnni")
+}
+
+#[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+fn vnni_detected() -> bool {
+    cfg!(all(target_arch = "x86_64", target_feature = "avx512vnni"))
 }

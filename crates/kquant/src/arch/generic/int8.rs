@@ -153,8 +153,7 @@ fn add_q6_chunk<V: Vector, B: Q6Block, const N: usize>(
     let at = 4 * V::LANES * j;
     let scales = &sc[V::LANES * j / 4..];
     for (sum, x) in sums.iter_mut().zip(xb) {
-        let dot = B::dot_scaled(v, q, &x.xq8[at..], &x.xq16[at..], scales);
-        *sum = v.add_i32(*sum, dot);
+        *sum = B::dot_scaled_add(v, *sum, q, &x.xq8[at..], &x.xq16[at..], scales);
     }
 }
 
@@ -231,8 +230,7 @@ impl RowKernel for Q4KQ8 {
                     let at = 64 * s + 4 * V::LANES * c;
                     let scales = &sc[4 * s + c * V::LANES / 4..];
                     for (sum, x) in sums.iter_mut().zip(&xb) {
-                        let dot = v.dot_scaled(q, &x.xq8[at..], &x.xq16[at..], scales);
-                        *sum = v.add_i32(*sum, dot);
+                        *sum = v.dot_scaled_add(*sum, q, &x.xq8[at..], &x.xq16[at..], scales);
                     }
                 }
             });

@@ -208,6 +208,19 @@ pub(crate) trait Vector: Copy {
     /// scale of their 16-byte group (`scales[t / 16]`, |scale| ≤ 128), summed into `LANES` i32
     /// partial sums in any grouping (the sums are exact, so the grouping is free).
     fn dot_scaled(self, q: Self::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> Self::U;
+    /// `acc + dot_scaled(q, …)` (lane-wise, wrapping): backends with an accumulating dot
+    /// instruction fuse the addition (AVX-512 VNNI).
+    #[inline(always)]
+    fn dot_scaled_add(
+        self,
+        acc: Self::U,
+        q: Self::U,
+        xq8: &[i8],
+        xq16: &[i16],
+        scales: &[i16],
+    ) -> Self::U {
+        self.add_i32(acc, self.dot_scaled(q, xq8, xq16, scales))
+    }
     /// Lane `i` gets bytes `3i..3i + 3` of `bytes` in its low three bytes (its top byte is
     /// unspecified): a packed6 chunk's lanes. `bytes` must hold `3·LANES` bytes and may need up
     /// to `4·LANES` readable (the block's scales follow its quants, so a chunk always has them).
@@ -512,7 +525,7 @@ pub(crate) trait Q6Block: bytemuck::Pod {
     /// Whether a chunk's unpacking shifts by amounts that depend on its step (ggml's layout):
     /// such kernels unroll the steps where constant shift counts pay (`Vector::unroll_int8_steps`).
     const SHIFTS_BY_STEP: bool;
-    /// Whether [`Q6Block::dot_scaled`] on `V` multiplies `q − 32` rather than `q`.
+    /// Whether [`Q6Block::dot_scaled_add`] on `V` multiplies `q − 32` rather than `q`.
     fn centered<V: Vector>() -> bool;
     /// `d`, f16 little-endian. Both layouts keep ggml's 16 scales at bytes 192..208 of a block
     /// and `d` at 208..210.
@@ -528,12 +541,19 @@ pub(crate) trait Q6Block: bytemuck::Pod {
     }
     /// Chunk `c` of step `s`, in the layout's own form, for [`Q6Block::weight`].
     fn chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U;
-    /// Chunk `c` of step `s` for [`Q6Block::dot_scaled`].
+    /// Chunk `c` of step `s` for [`Q6Block::dot_scaled_add`].
     fn int8_chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U;
     /// Weight `k` of each lane of a chunk (weight `4L + k` for lane `L`): the exact f32 `q − 32`.
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F;
-    /// [`Vector::dot_scaled`] of a chunk.
-    fn dot_scaled<V: Vector>(v: V, chunk: V::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> V::U;
+    /// `acc +` [`Vector::dot_scaled`] of a chunk.
+    fn dot_scaled_add<V: Vector>(
+        v: V,
+        acc: V::U,
+        chunk: V::U,
+        xq8: &[i8],
+        xq16: &[i16],
+        scales: &[i16],
+    ) -> V::U;
 }
 
 impl Q6Block for BlockQ6K {
@@ -556,8 +576,15 @@ impl Q6Block for BlockQ6K {
         v.unpack_byte(chunk, k, 6, 32)
     }
     #[inline(always)]
-    fn dot_scaled<V: Vector>(v: V, chunk: V::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> V::U {
-        v.dot_scaled(chunk, xq8, xq16, scales)
+    fn dot_scaled_add<V: Vector>(
+        v: V,
+        acc: V::U,
+        chunk: V::U,
+        xq8: &[i8],
+        xq16: &[i16],
+        scales: &[i16],
+    ) -> V::U {
+        v.dot_scaled_add(acc, chunk, xq8, xq16, scales)
     }
 }
 
@@ -585,8 +612,15 @@ impl Q6Block for BlockQ6KPacked {
         v.to_f32(v.sar(v.shl(chunk, 26 - 6 * k), 26))
     }
     #[inline(always)]
-    fn dot_scaled<V: Vector>(v: V, chunk: V::U, xq8: &[i8], xq16: &[i16], scales: &[i16]) -> V::U {
-        v.dot_scaled_packed6(chunk, xq8, xq16, scales)
+    fn dot_scaled_add<V: Vector>(
+        v: V,
+        acc: V::U,
+        chunk: V::U,
+        xq8: &[i8],
+        xq16: &[i16],
+        scales: &[i16],
+    ) -> V::U {
+        v.add_i32(acc, v.dot_scaled_packed6(chunk, xq8, xq16, scales))
     }
 }
 

@@ -1,5 +1,8 @@
 //! The generic kernels over AVX-512 `__m512` / `__m512i`: 16 lanes, a whole step (four
-//! sub-blocks) per register.
+//! sub-blocks) per register. With VNNI (`Avx512<true>`, [`crate::Backend::Avx512Vnni`]), the int8
+//! kernels accumulate each group's scaled products with `vpdpwssd`, which multiplies the i16
+//! pair sums by the scale and adds them to the accumulator in one instruction (exactly: the
+//! products and sums fit i32), instead of `vpmaddwd` and `vpaddd`.
 //!
 //! With 16 lanes a Q6_K `qh` chunk or a Q4_K `qs` chunk covers both 32-byte copies of
 //! [`Vector::load_twice`]: the 32 bytes are loaded once and the upper half shifted, so a step is
@@ -9,17 +12,18 @@ use core::arch::x86_64::*;
 
 use crate::arch::generic::{self, Job, Vector};
 
-/// Token for AVX-512 F + BW (+ F16C); only [`run`] makes one, after the backend was found
-/// available.
+/// Token for AVX-512 F + BW (+ F16C), and VNNI when `VNNI`; only [`run`] and [`run_vnni`] make
+/// one, after the backend was found available.
 #[derive(Clone, Copy)]
-pub(crate) struct Avx512(());
+pub(crate) struct Avx512<const VNNI: bool = false>(());
 
 // Every method below calls AVX-512 (F, BW), AVX2 or F16C intrinsics (AVX-512 F implies AVX2).
 // SAFETY (for each `unsafe` block in this impl): an `Avx512` token exists only inside
-// `run_avx512`, which runs only when AVX-512 F, BW and F16C were detected; the methods are
-// `inline(always)` into that `#[target_feature(enable = "avx512f,avx512bw,f16c")]` function.
-// Loads and stores go through slices of the exact length they touch.
-impl Vector for Avx512 {
+// `run_avx512` and `run_avx512_vnni`, which run only when AVX-512 F, BW and F16C (and, for the
+// second, VNNI: the only user of `Avx512<true>`'s VNNI instruction) were detected; the methods
+// are `inline(always)` into those `#[target_feature]` functions. Loads and stores go through
+// slices of the exact length they touch.
+impl<const VNNI: bool> Vector for Avx512<VNNI> {
     const LANES: usize = 16;
     const UNROLL_STEPS: bool = true;
     type U = __m512i;
@@ -228,6 +232,33 @@ impl Vector for Avx512 {
         }
     }
     #[inline(always)]
+    fn dot_scaled_add(
+        self,
+        acc: __m512i,
+        q: __m512i,
+        xq8: &[i8],
+        xq16: &[i16],
+        scales: &[i16],
+    ) -> __m512i {
+        if !VNNI {
+            return self.add_i32(acc, self.dot_scaled(q, xq8, xq16, scales));
+        }
+        let x = &xq8[..64];
+        let s: [i32; 4] = core::array::from_fn(|g| i32::from(scales[g]) & 0xFFFF);
+        let s = s.map(|g| g | g << 16);
+        // SAFETY: see the impl (VNNI is present: `VNNI` is true only in `run_avx512_vnni`);
+        // `x` is 64 readable bytes. `maddubs` as in `dot_scaled`; `dpwssd` adds
+        // `pair_lo·scale + pair_hi·scale` to each i32 lane of `acc` (|each| ≤ 2·16002·128).
+        unsafe {
+            let pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(x.as_ptr().cast()));
+            let scale = _mm512_set_epi32(
+                s[3], s[3], s[3], s[3], s[2], s[2], s[2], s[2], s[1], s[1], s[1], s[1], s[0], s[0],
+                s[0], s[0],
+            );
+            _mm512_dpwssd_epi32(acc, pairs, scale)
+        }
+    }
+    #[inline(always)]
     fn add_i32(self, a: __m512i, b: __m512i) -> __m512i {
         // SAFETY: see the impl.
         unsafe { _mm512_add_epi32(a, b) }
@@ -247,7 +278,12 @@ impl Vector for Avx512 {
 
 #[target_feature(enable = "avx512f,avx512bw,f16c")]
 fn run_avx512(job: Job<'_>) {
-    generic::run(Avx512(()), job);
+    generic::run(Avx512::<false>(()), job);
+}
+
+#[target_feature(enable = "avx512f,avx512bw,f16c,avx512vnni")]
+fn run_avx512_vnni(job: Job<'_>) {
+    generic::run(Avx512::<true>(()), job);
 }
 
 /// Runs a job on AVX-512; the caller has checked that AVX-512 F, BW and F16C are available.
@@ -255,4 +291,16 @@ pub(crate) fn run(job: Job<'_>) {
     debug_assert!(crate::Backend::Avx512.is_available());
     // SAFETY: the dispatcher only picks AVX-512 after `Backend::Avx512.is_available()`.
     unsafe { run_avx512(job) }
+}
+
+/// Runs a job on AVX-512 with VNNI's accumulating dot product in the int8 kernels (exact jobs
+/// run [`run`]'s code); the caller has checked that AVX-512 F, BW, F16C and VNNI are available.
+pub(crate) fn run_vnni(job: Job<'_>) {
+    debug_assert!(crate::Backend::Avx512Vnni.is_available());
+    match job {
+        // SAFETY: the dispatcher only picks this backend after
+        // `Backend::Avx512Vnni.is_available()`.
+        Job::MatMul { int8: true, .. } => unsafe { run_avx512_vnni(job) },
+        _ => run(job),
+    }
 }
