@@ -31,8 +31,11 @@ step "x86_64 (native): all tests"
 cargo test --workspace --exclude cobordism-worker
 ok
 
-step "aarch64 (qemu-aarch64): kquant tests on NEON"
+step "aarch64 (qemu-aarch64): kquant tests on NEON, with and without the dot-product extension"
+# qemu's default CPU (max) has FEAT_DotProd: both NEON backends run every test. A Cortex-A72
+# has no dot product: NEON alone must be chosen there.
 cargo test -p kquant --target aarch64-unknown-linux-gnu
+QEMU_CPU=cortex-a72 cargo test -p kquant --target aarch64-unknown-linux-gnu --test bit_exact -- the_simd_backend_is_selected
 ok
 
 step "no fused multiply-add in kquant's x86_64 and aarch64 code (the test binaries just built)"

@@ -227,7 +227,14 @@ fn the_simd_backend_is_selected() {
         assert_eq!(best, expected);
     }
     #[cfg(target_arch = "aarch64")]
-    assert_eq!(best, Backend::Neon);
+    assert_eq!(
+        best,
+        if std::arch::is_aarch64_feature_detected!("dotprod") {
+            Backend::NeonDot
+        } else {
+            Backend::Neon
+        }
+    );
     #[cfg(target_arch = "wasm32")]
     assert_eq!(
         best,

@@ -36,6 +36,9 @@ pub enum Backend {
     Avx512Vnni,
     /// aarch64 Advanced SIMD, 4 lanes.
     Neon,
+    /// [`Backend::Neon`] whose int8 kernels use the dot-product extension's `sdot` (FEAT_DotProd,
+    /// detected at run time); its exact kernels are NEON's.
+    NeonDot,
     /// WebAssembly simd128, 4 lanes; compiled in with `-C target-feature=+simd128`.
     Simd128,
     /// simd128 whose int8 kernels use relaxed SIMD's 8-bit dot product where its result is
@@ -46,10 +49,11 @@ pub enum Backend {
 
 impl Backend {
     /// Every backend, fastest last.
-    pub const ALL: [Backend; 8] = [
+    pub const ALL: [Backend; 9] = [
         Backend::Scalar,
         Backend::Sse2,
         Backend::Neon,
+        Backend::NeonDot,
         Backend::Simd128,
         Backend::Simd128Relaxed,
         Backend::Avx2,
@@ -66,6 +70,7 @@ impl Backend {
             Backend::Avx512 => "avx512",
             Backend::Avx512Vnni => "avx512-vnni",
             Backend::Neon => "neon",
+            Backend::NeonDot => "neon-dotprod",
             Backend::Simd128 => "simd128",
             Backend::Simd128Relaxed => "simd128-relaxed",
         }
@@ -85,6 +90,7 @@ impl Backend {
             Backend::Avx512 => avx512_detected(),
             Backend::Avx512Vnni => avx512_detected() && vnni_detected(),
             Backend::Neon => cfg!(target_arch = "aarch64"),
+            Backend::NeonDot => dotprod_detected(),
             Backend::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
             Backend::Simd128Relaxed => cfg!(all(
                 target_arch = "wasm32",
@@ -117,6 +123,8 @@ impl Backend {
             Backend::Avx512Vnni => x86_64::avx512::run_vnni(job),
             #[cfg(target_arch = "aarch64")]
             Backend::Neon => aarch64::neon::run(job),
+            #[cfg(target_arch = "aarch64")]
+            Backend::NeonDot => aarch64::neon::run_dot(job),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Backend::Simd128 => wasm32::simd128::run(job),
             #[cfg(all(
@@ -186,4 +194,14 @@ fn vnni_detected() -> bool {
 #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
 fn vnni_detected() -> bool {
     cfg!(all(target_arch = "x86_64", target_feature = "avx512vnni"))
+}
+
+#[cfg(all(target_arch = "aarch64", feature = "std"))]
+fn dotprod_detected() -> bool {
+    std::arch::is_aarch64_feature_detected!("dotprod")
+}
+
+#[cfg(not(all(target_arch = "aarch64", feature = "std")))]
+fn dotprod_detected() -> bool {
+    cfg!(all(target_arch = "aarch64", target_feature = "dotprod"))
 }

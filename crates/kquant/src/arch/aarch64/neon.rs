@@ -1,18 +1,26 @@
 //! The generic kernels over NEON `uint32x4_t` / `float32x4_t` (`vmulq` then `vaddq`, never
-//! `vfmaq`).
+//! `vfmaq`). With the dot-product extension (`Neon<true>`, [`crate::Backend::NeonDot`]), an
+//! int8 group's 16 products are summed four to a lane by one `sdot` and scaled into the
+//! accumulator by one integer `mla`, instead of two widening multiplies and four
+//! multiply-accumulates. `sdot` multiplies signed bytes: the quants (≤ 63) and the activations
+//! (−127..=127) both are, and each lane's sum of four (≤ 4·63·127) is exact in i32. Rust 1.95
+//! has no stable intrinsic for it (`vdotq_s32` is unstable), hence one instruction of inline
+//! assembly.
 
 use core::arch::aarch64::*;
 
 use crate::arch::generic::{self, Job, Vector};
 
-/// Token for NEON, which every aarch64 CPU has.
+/// Token for NEON, which every aarch64 CPU has; with `DOT`, also the dot-product extension
+/// (only [`run_dot`] makes that one, after detecting it).
 #[derive(Clone, Copy)]
-pub(crate) struct Neon;
+pub(crate) struct Neon<const DOT: bool = false>(());
 
 // SAFETY (for each `unsafe` block in this impl): NEON is part of the aarch64 baseline, so
-// these intrinsics always run; loads and stores go through slices of exactly the length they
-// touch.
-impl Vector for Neon {
+// these intrinsics always run (and `sdot` runs only in `Neon<true>`, made only in
+// `run_neon_dot` after the extension was detected); loads and stores go through slices of
+// exactly the length they touch.
+impl<const DOT: bool> Vector for Neon<DOT> {
     const LANES: usize = 4;
     type U = uint32x4_t;
     type F = float32x4_t;
@@ -139,6 +147,36 @@ impl Vector for Neon {
         }
     }
     #[inline(always)]
+    fn dot_scaled_add(
+        self,
+        acc: uint32x4_t,
+        q: uint32x4_t,
+        xq8: &[i8],
+        xq16: &[i16],
+        scales: &[i16],
+    ) -> uint32x4_t {
+        if !DOT {
+            return self.add_i32(acc, self.dot_scaled(q, xq8, xq16, scales));
+        }
+        let x = &xq8[..16];
+        // SAFETY: see the impl; `x` is 16 readable bytes. `sdot` adds to each i32 lane of `d`
+        // the products of its four signed bytes of `q` and of `x` (module docs); it reads and
+        // writes only those registers.
+        unsafe {
+            let x = vld1q_s8(x.as_ptr());
+            let mut d = vdupq_n_s32(0);
+            core::arch::asm!(
+                "sdot {d:v}.4s, {q:v}.16b, {x:v}.16b",
+                d = inout(vreg) d,
+                q = in(vreg) vreinterpretq_s8_u32(q),
+                x = in(vreg) x,
+                options(pure, nomem, nostack, preserves_flags)
+            );
+            let acc = vmlaq_n_s32(vreinterpretq_s32_u32(acc), d, i32::from(scales[0]));
+            vreinterpretq_u32_s32(acc)
+        }
+    }
+    #[inline(always)]
     fn add_i32(self, a: uint32x4_t, b: uint32x4_t) -> uint32x4_t {
         // SAFETY: see the impl.
         unsafe { vaddq_u32(a, b) }
@@ -160,5 +198,21 @@ impl Vector for Neon {
 
 /// Runs a job on NEON.
 pub(crate) fn run(job: Job<'_>) {
-    generic::run(Neon, job);
+    generic::run(Neon::<false>(()), job);
+}
+
+#[target_feature(enable = "dotprod")]
+fn run_neon_dot(job: Job<'_>) {
+    generic::run(Neon::<true>(()), job);
+}
+
+/// Runs a job on NEON with the dot-product extension in the int8 kernels (exact jobs run
+/// [`run`]'s code); the caller has checked that the extension is available.
+pub(crate) fn run_dot(job: Job<'_>) {
+    debug_assert!(crate::Backend::NeonDot.is_available());
+    match job {
+        // SAFETY: the dispatcher only picks this backend after `Backend::NeonDot.is_available()`.
+        Job::MatMul { int8: true, .. } => unsafe { run_neon_dot(job) },
+        _ => run(job),
+    }
 }
