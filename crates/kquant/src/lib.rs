@@ -4,8 +4,9 @@
 //! * [`dequantize`]: bit-identical to ggml's reference dequantization.
 //! * [`QMatrix::mat_vec`] (and [`mat_vec_q4k`] / [`mat_vec_q6k`]): `out = W·x` with f32
 //!   activations, in one canonical evaluation order that every [`Backend`] reproduces bit for
-//!   bit (scalar, SSE2, AVX2, AVX-512, NEON, wasm simd128). The order is written out in the
-//!   docs of the `arch::generic` module (`src/arch/generic/mod.rs`).
+//!   bit (scalar, SSE2, AVX2, AVX-512 with or without VNNI, NEON with or without the dot
+//!   product, wasm simd128 with or without relaxed SIMD's dot product). The order is written out
+//!   in the docs of the `arch::generic` module (`src/arch/generic/mod.rs`).
 //! * [`Layout`] / [`repack`]: Q6_K blocks may also be stored in kquant's "packed6" layout
 //!   ([`BlockQ6KPacked`], same bytes per block), which the wasm kernels read faster, with the
 //!   same results bit for bit; [`QMatrix::with_layout`] takes either.
@@ -26,7 +27,8 @@
 //! ```
 //!
 //! The crate is `no_std`. The `alloc` feature adds the entry points that allocate their scratch;
-//! `std` (default) adds run-time detection of AVX2 and AVX-512.
+//! `std` (default) adds run-time detection of AVX2, AVX-512, VNNI and NEON's dot product;
+//! `relaxed-simd` adds the wasm backend on relaxed SIMD (a module that needs an engine with it).
 #![no_std]
 #![deny(missing_docs)]
 
