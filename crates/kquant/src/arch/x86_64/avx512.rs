@@ -215,21 +215,10 @@ impl<const VNNI: bool> Vector for Avx512<VNNI> {
     }
     #[inline(always)]
     fn dot_scaled(self, q: __m512i, xq8: &[i8], _: &[i16], scales: &[i16]) -> __m512i {
-        let x = &xq8[..64];
-        let s: [i32; 4] = core::array::from_fn(|g| i32::from(scales[g]) & 0xFFFF);
-        // The group's i16 scale in both halves of a lane.
-        let s = s.map(|g| g | g << 16);
-        // SAFETY: see the impl; `x` is 64 readable bytes. `maddubs` multiplies the unsigned
-        // quants (≤ 63) by the signed x and adds pairs into i16 (≤ 2·63·127, no saturation);
-        // `madd` multiplies those by the group's scale and adds pairs into i32.
-        unsafe {
-            let pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(x.as_ptr().cast()));
-            let scale = _mm512_set_epi32(
-                s[3], s[3], s[3], s[3], s[2], s[2], s[2], s[2], s[1], s[1], s[1], s[1], s[0], s[0],
-                s[0], s[0],
-            );
-            _mm512_madd_epi16(pairs, scale)
-        }
+        let (pairs, scale) = self.pairs_and_scales(q, xq8, scales);
+        // SAFETY: see the impl. `madd` multiplies the pairs by the group's scale and adds
+        // pairs of those into i32.
+        unsafe { _mm512_madd_epi16(pairs, scale) }
     }
     #[inline(always)]
     fn dot_scaled_add(
@@ -243,20 +232,11 @@ impl<const VNNI: bool> Vector for Avx512<VNNI> {
         if !VNNI {
             return self.add_i32(acc, self.dot_scaled(q, xq8, xq16, scales));
         }
-        let x = &xq8[..64];
-        let s: [i32; 4] = core::array::from_fn(|g| i32::from(scales[g]) & 0xFFFF);
-        let s = s.map(|g| g | g << 16);
-        // SAFETY: see the impl (VNNI is present: `VNNI` is true only in `run_avx512_vnni`);
-        // `x` is 64 readable bytes. `maddubs` as in `dot_scaled`; `dpwssd` adds
-        // `pair_lo·scale + pair_hi·scale` to each i32 lane of `acc` (|each| ≤ 2·16002·128).
-        unsafe {
-            let pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(x.as_ptr().cast()));
-            let scale = _mm512_set_epi32(
-                s[3], s[3], s[3], s[3], s[2], s[2], s[2], s[2], s[1], s[1], s[1], s[1], s[0], s[0],
-                s[0], s[0],
-            );
-            _mm512_dpwssd_epi32(acc, pairs, scale)
-        }
+        let (pairs, scale) = self.pairs_and_scales(q, xq8, scales);
+        // SAFETY: see the impl (VNNI is present: `VNNI` is true only in `run_avx512_vnni`).
+        // `dpwssd` adds `pair_lo·scale + pair_hi·scale` to each i32 lane of `acc`, exactly
+        // (|each| ≤ 2·16002·128).
+        unsafe { _mm512_dpwssd_epi32(acc, pairs, scale) }
     }
     #[inline(always)]
     fn add_i32(self, a: __m512i, b: __m512i) -> __m512i {
@@ -272,6 +252,27 @@ impl<const VNNI: bool> Vector for Avx512<VNNI> {
                 _mm512_extracti64x4_epi64::<1>(sum),
             );
             super::sum_and_dot16_256(halves, a, b)
+        }
+    }
+}
+
+impl<const VNNI: bool> Avx512<VNNI> {
+    /// For the int8 mode: the unsigned quants `q` (≤ 63) times the 64 activation quants, pairs
+    /// added into i16 by `maddubs` (≤ 2·63·127, no saturation), and each 16-byte group's i16
+    /// scale in both halves of its lanes.
+    #[inline(always)]
+    fn pairs_and_scales(self, q: __m512i, xq8: &[i8], scales: &[i16]) -> (__m512i, __m512i) {
+        let x = &xq8[..64];
+        let s: [i32; 4] = core::array::from_fn(|g| i32::from(scales[g]) & 0xFFFF);
+        let s = s.map(|g| g | g << 16);
+        // SAFETY: as in the `Vector` impl above; `x` is 64 readable bytes.
+        unsafe {
+            let pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(x.as_ptr().cast()));
+            let scale = _mm512_set_epi32(
+                s[3], s[3], s[3], s[3], s[2], s[2], s[2], s[2], s[1], s[1], s[1], s[1], s[0], s[0],
+                s[0], s[0],
+            );
+            (pairs, scale)
         }
     }
 }
