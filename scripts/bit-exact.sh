@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The bit-exact suite in one command: the same seeded cases through every backend this machine
-# runs (scalar, SSE2, AVX2, AVX-512 when present), NEON under qemu-aarch64, simd128 under Node
-# (wasm32-wasip1), and the shard Worker in workerd over HTTP against the native CLI; the
+# runs (scalar, SSE2, AVX2, AVX-512 and VNNI when present), NEON (and its dot product) under
+# qemu-aarch64, simd128 under Node (wasm32-wasip1), simd128 and its relaxed-SIMD form in workerd
+# (the engine module built with kquant's relaxed-simd), and the shard Worker in workerd over HTTP
+# against the native CLI; the
 # independent oracle (crates/kquant/tests/oracle.rs) on each architecture; then one table —
 # architecture × backend → hash per format and mode — and the last must-fail matrix
 # (scripts/must-fail.sh). Exits non-zero on any difference.
@@ -22,6 +24,11 @@ for target in host aarch64-unknown-linux-gnu wasm32-wasip1; do
     { cat "$out/oracle-$target.log"; echo "bit-exact: the oracle test failed on $target" >&2; exit 1; }
   cargo run -q -p kquant "${flags[@]}" --example bit_exact_hashes >>"$out/lines"
 done
+echo "bit-exact: wasm32 in workerd, with relaxed SIMD: the hashes" >&2
+cargo build -q -p cobordism-engine-bench --release --target wasm32-unknown-unknown --features relaxed-simd \
+  --target-dir target/engine-relaxed
+node benches/engine/run.mjs --jobs bit-exact \
+  --wasm target/engine-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm >>"$out/lines"
 [ -f worker/build/index.js ] || scripts/build-worker.sh >/dev/null
 cargo build -q --release -p cobordism
 echo "bit-exact: the shard in workerd over HTTP" >&2

@@ -137,3 +137,9 @@ export function relaxed(ex, rx, now, { kase, batch = 1, runs = 5, minMs = 40 }) 
   }
   return Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)]));
 }
+
+/// The bit-exact table's lines for every backend of the module (src/lib.rs, `bit_exact_lines`).
+export function bitExactLines(ex) {
+  const len = ex.bit_exact_lines();
+  return { lines: new TextDecoder().decode(new Uint8Array(ex.memory.buffer, ex.text_ptr(), len)).split("\n") };
+}

@@ -221,6 +221,13 @@ if (wanted.includes("relaxed")) {
   console.log();
 }
 
+if (wanted.includes("bit-exact")) {
+  // The bit-exact table's lines from the module in workerd (scripts/bit-exact.sh), one per
+  // backend, format and mode.
+  const r = await inWorkerd({ what: "bit-exact" });
+  console.log(r.lines.join("\n"));
+}
+
 if (wanted.includes("check")) {
   // A test, not a measurement: the best backend's int8 products against the scalar backend's
   // (src/int8_check.rs), in workerd only, where a relaxed build's results count.

@@ -1,7 +1,7 @@
 // The engine benchmark inside workerd: one POSTed job (JSON) runs harness.mjs on the wasm module
 // and answers its results as JSON. run.mjs starts workerd with this module and the wasm.
 import wasm from "./engine.wasm";
-import { candle, idioms, imports, int8Check, kernel, layout, relaxed } from "./harness.mjs";
+import { bitExactLines, candle, idioms, imports, int8Check, kernel, layout, relaxed } from "./harness.mjs";
 
 const instance = new WebAssembly.Instance(wasm, imports(wasm));
 
@@ -15,6 +15,7 @@ export default {
     if (job.what === "layout") return Response.json(layout(ex, now, job));
     if (job.what === "candle") return Response.json(candle(ex, now, job));
     if (job.what === "int8-check") return Response.json(int8Check(ex, now, job));
+    if (job.what === "bit-exact") return Response.json(bitExactLines(ex));
     if (job.what === "relaxed") {
       // The relaxed build, embedded as a second module by run.mjs for this job only.
       const rx = (await import("./relaxed.wasm")).default;

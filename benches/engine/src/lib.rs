@@ -17,6 +17,8 @@
 //! * `candle_setup()`, `candle_run()`: candle-core's mat-vec on the case (feature `candle`).
 //! * `int8_check(first, count)`: the best backend's int8 products against the scalar backend's
 //!   on seeded random and adversarial cases ([`int8_check`]); the number of differing results.
+//! * `bit_exact_lines()`, then `text_ptr()`: the bit-exact table's lines for every backend of
+//!   this build (`scripts/bit-exact.sh`; UTF-8 in linear memory, the length returned).
 //!
 //! Errors come back as NaN or 0, never as a panic: a trap would end the benchmark's isolate.
 //! On other targets the crate is empty.
@@ -32,6 +34,9 @@ use kquant::{repack, Backend, Layout, QMatrix, QuantType};
 mod candle_peer;
 pub mod idioms;
 mod int8_check;
+/// The kquant tests' seeded cases, for the bit-exact table's lines ([`bit_exact_lines`]).
+#[path = "../../../crates/kquant/tests/common/mod.rs"]
+mod kquant_cases;
 
 /// The weights, activations and buffers of the case being timed.
 struct Kernel {
@@ -51,6 +56,7 @@ struct Packed {
 }
 
 thread_local! {
+    static TEXT: RefCell<String> = const { RefCell::new(String::new()) };
     static PACKED: RefCell<Option<Packed>> = const { RefCell::new(None) };
     static KERNEL: RefCell<Option<Kernel>> = const { RefCell::new(None) };
     static BUFFER: (Vec<v128>, Vec<u8>) = {
@@ -264,4 +270,20 @@ pub extern "C" fn candle_run() -> f32 {
 #[no_mangle]
 pub extern "C" fn int8_check(first: u32, count: u32) -> u32 {
     int8_check::run(u64::from(first), u64::from(count))
+}
+
+/// Computes the bit-exact table's lines (`kquant_cases::bit_exact_lines`, labelled
+/// `wasm32-workerd`), keeps them for [`text_ptr`], and answers their length in bytes.
+#[no_mangle]
+pub extern "C" fn bit_exact_lines() -> u32 {
+    let text = kquant_cases::bit_exact_lines("wasm32-workerd").join("\n");
+    let len = text.len() as u32;
+    TEXT.with(|t| *t.borrow_mut() = text);
+    len
+}
+
+/// Where the text [`bit_exact_lines`] made lives in linear memory.
+#[no_mangle]
+pub extern "C" fn text_ptr() -> *const u8 {
+    TEXT.with(|t| t.borrow().as_ptr())
 }
