@@ -8,6 +8,9 @@
 //!   once — streamed in with `append` or given whole to `fill` — and every `matVec` reads it in
 //!   place.
 //! * `wasmMemoryBytes()` (wasm only): the size of the wasm linear memory.
+//! * `kernelBackend()`: the kquant backend the kernels run on: `simd128`, or `simd128-relaxed` in
+//!   the package's relaxed build (the crate built with `kquant/relaxed-simd`), which the entry
+//!   modules pick where the engine has relaxed SIMD.
 //!
 //! Every argument's type and length is checked before anything is copied, and every allocation
 //! is fallible: a bad argument, or a matrix too large for wasm memory, throws a JS `Error` whose
@@ -23,6 +26,13 @@ mod shape;
 
 pub use error::{Error, Problem};
 pub use resident::ResidentSlice;
+
+/// The kquant backend the kernels run on (`Backend::best`'s name): `simd128` or
+/// `simd128-relaxed` in wasm.
+#[wasm_bindgen::prelude::wasm_bindgen(js_name = kernelBackend)]
+pub fn kernel_backend() -> String {
+    kquant::Backend::best().name().into()
+}
 
 /// Bytes of wasm linear memory the module has (it grows, never shrinks; freed memory is reused).
 #[cfg(target_arch = "wasm32")]

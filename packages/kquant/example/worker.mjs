@@ -1,9 +1,11 @@
 // An example Worker on @cobordism/kquant: the first request streams a quantized matrix from R2
 // into a ResidentSlice (kept in wasm memory for the life of the isolate); every POST of a
-// little-endian f32 vector (COLS floats) is answered with the ROWS logits, little-endian f32.
+// little-endian f32 vector (COLS floats) is answered with the ROWS logits, little-endian f32
+// (`?precision=int8`: the 8-bit mode, `matVecInt8`). The header `x-kquant-backend` names the
+// kernels' backend (`simd128-relaxed` in Workers: the package's relaxed-SIMD build).
 //
 // Bindings (example/wrangler.toml): WEIGHTS (R2 bucket), KEY, DTYPE ("q4_k" | "q6_k"), ROWS, COLS.
-import { ResidentSlice } from "@cobordism/kquant";
+import { ResidentSlice, kernelBackend } from "@cobordism/kquant";
 
 /** @type {ResidentSlice | undefined} */
 let slice;
@@ -46,9 +48,15 @@ export default {
       return new Response(`the body has ${body.byteLength} bytes, not a whole number of f32\n`, { status: 400 });
     }
     try {
-      const logits = slice.matVec(new Float32Array(body));
+      const x = new Float32Array(body);
+      const int8 = new URL(request.url).searchParams.get("precision") === "int8";
+      const logits = int8 ? slice.matVecInt8(x) : slice.matVec(x);
       return new Response(logits.buffer, {
-        headers: { "content-type": "application/octet-stream", "x-cache": hit ? "hit" : "miss" },
+        headers: {
+          "content-type": "application/octet-stream",
+          "x-cache": hit ? "hit" : "miss",
+          "x-kquant-backend": kernelBackend(),
+        },
       });
     } catch (e) {
       return new Response(`${e.message}\n`, { status: 400 });

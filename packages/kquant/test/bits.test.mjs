@@ -113,3 +113,9 @@ test("a slice keeps its shape and format", () => {
     slice.free();
   }
 });
+
+test("Node 20 runs the plain simd128 build (its relaxed SIMD is not the final instruction)", () => {
+  const [major, minor] = process.versions.v8.split(".").map(Number);
+  const expected = major > 11 || (major === 11 && minor >= 4) ? "simd128-relaxed" : "simd128";
+  assert.equal(kquant.kernelBackend(), expected);
+});

@@ -43,9 +43,15 @@ const floats = (bytes) => new Float32Array(bytes.buffer, bytes.byteOffset, bytes
 for (const dtype of ["q4_k", "q6_k"]) {
   test(`${dtype}: cold then warm, the logits are native kquant's bits`, async () => {
     const worker = await mf.getWorker(dtype);
-    const call = async (body) => {
-      const r = await worker.fetch("http://example.invalid/", { method: "POST", body });
-      return { status: r.status, cache: r.headers.get("x-cache"), text: r.status === 200 ? "" : await r.text(), body: r.status === 200 ? new Uint8Array(await r.arrayBuffer()) : null };
+    const call = async (body, query = "") => {
+      const r = await worker.fetch(`http://example.invalid/${query}`, { method: "POST", body });
+      return {
+        status: r.status,
+        cache: r.headers.get("x-cache"),
+        backend: r.headers.get("x-kquant-backend"),
+        text: r.status === 200 ? "" : await r.text(),
+        body: r.status === 200 ? new Uint8Array(await r.arrayBuffer()) : null,
+      };
     };
     const missing = await call(new Uint8Array(f.x.buffer));
     assert.equal(missing.status, 503);
@@ -60,6 +66,11 @@ for (const dtype of ["q4_k", "q6_k"]) {
     const warm = await call(new Uint8Array(f.x.buffer));
     assert.equal(warm.cache, "hit");
     assertSameBits(floats(warm.body), f[dtype].matvec, `${dtype} warm`);
+    // workerd runs the package's relaxed-SIMD build; its int8 mode gives native kquant's bits.
+    assert.equal(warm.backend, "simd128-relaxed");
+    const int8 = await call(new Uint8Array(f.x.buffer), "?precision=int8");
+    assert.equal(int8.status, 200, int8.text);
+    assertSameBits(floats(int8.body), f[dtype].matvecInt8, `${dtype} int8 (relaxed SIMD)`);
 
     const bad = await call(new Uint8Array(f.x.buffer).subarray(0, 4 * (f.cols - 1)));
     assert.equal(bad.status, 400);
