@@ -9,20 +9,22 @@
 //!
 //! # Why the relaxed dot product gives the canonical bits
 //!
-//! `i32x4.relaxed_dot_i8x16_i7x16_add_s(a, b, c)` multiplies the 16 bytes of `a` and `b` as
-//! integers, adds adjacent pairs of products into i16, then adjacent pairs of those into each
-//! i32 lane of `c`. The specification leaves two things to the implementation: whether `b`'s
-//! bytes are read as signed or unsigned, and whether the i16 pair sums saturate. Both are moot
-//! when every byte of `b` is in 0..=127: signed and unsigned read the same value, and a pair
-//! sum is at most 2·128·127 = 32512 in magnitude, inside i16, so nothing saturates. Every
-//! conforming engine then computes the exact integer `c + Σ a·b`. (The specification's tests,
-//! `relaxed_dot_product.wast`, allow several results only for `b` bytes with the top bit set.)
+//! `i16x8.relaxed_dot_i8x16_i7x16_s(a, b)` multiplies the 16 bytes of `a` and `b` as integers
+//! and adds adjacent pairs of products into i16 lanes (`i32x4.relaxed_dot_i8x16_i7x16_add_s`
+//! goes on to add pairs of those into i32 lanes). The specification leaves two things to the
+//! implementation: whether `b`'s bytes are read as signed or unsigned, and whether the i16 pair
+//! sums saturate. Both are moot when every byte of `b` is in 0..=127: signed and unsigned read
+//! the same value, and a pair sum is at most 2·128·127 = 32512 in magnitude, inside i16, so
+//! nothing saturates. Every conforming engine then computes the exact integers. (The
+//! specification's tests, `relaxed_dot_product.wast`, allow several results only for `b` bytes
+//! with the top bit set.) The kernels use the i16 form and multiply its pairs by the group's
+//! scale with `i32x4.dot_i16x8_s`, which is exact.
 //!
 //! So `a` takes the activation quants (−127..=127, any sign) and `b` the weight quants as
 //! *unsigned* values: Q6_K's `q` (0..=63, the −32 moved into the bsum term as for the other
-//! backends) and Q4_K's nibbles (0..=15). Q6_K blocks in the packed6 layout keep the plain
-//! path (see [`Vector::dot_scaled_packed6`] below). The sums are the same integers the canonical order
-//! defines (`generic::int8`), so the bits are too. Never the other way round: with `q − 32` in
+//! backends) and Q4_K's nibbles (0..=15); Q6_K blocks in the packed6 layout keep the plain path
+//! (`dot_scaled_packed6` below). The sums are the same integers the canonical order defines
+//! (`generic::int8`), so the bits are too. Never the other way round: with `q − 32` in
 //! `b`, or the activations there, the results differ between engines (measured in workerd:
 //! 95 % of lanes with signed `b`).
 
@@ -39,7 +41,8 @@ use crate::arch::generic::{self, Job, RowKernel, Vector};
 /// 16-byte load before it to the bytes the shuffle reads (three partial loads: the int8 kernel
 /// took 23 instead of 14 ms); and LLVM turns a multiply by constant powers of two into per-lane
 /// shifts, which simd128 lacks, so it takes the lanes apart one by one (65 ms).
-/// `RELAXED`: the int8 dot products use relaxed SIMD (only built with `+relaxed-simd`).
+/// `RELAXED`: the int8 dot products use relaxed SIMD (only with the crate feature
+/// `relaxed-simd`).
 #[derive(Clone, Copy)]
 pub(crate) struct Simd128<const RELAXED: bool = false> {
     /// `load_u24`: lane `i` gets bytes `3i..3i + 3` (and byte `3i + 2` again on top).
@@ -125,7 +128,8 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
     /// count in a register (a mask and a move each time). Measured in workerd
     /// (`benches/engine`): one vector Q6_K 21 → 17 ms, Q4_K 16.7 → 14 ms; eight vectors 10.3 →
     /// 8.5 and 8.9 → 8.0 ms per vector. Passes of two gain nothing and Q4_K's pass of four
-    /// runs 36 → 48 ms unrolled, so those keep the loop.
+    /// runs 36 → 48 ms unrolled, so those keep the loop. The relaxed backend keeps it for eight
+    /// vectors too (Q4_K ×8: 0.82–0.90 of the plain kernel unrolled, 0.55–0.65 rolled).
     #[inline(always)]
     fn unroll_int8_steps(vectors: usize) -> bool {
         vectors == 1 || (vectors == 8 && !RELAXED)
