@@ -9,6 +9,7 @@
 //! their extremes, and vectors at ±max and on the rounding edges of the 8-bit quantization
 //! (`k + ½` steps of `amax/127`). Q6_K runs in both layouts.
 
+use crate::kquant_cases::same_bits;
 use kquant::synth::{random_blocks, SplitMix64};
 use kquant::{repack, Backend, Block, BlockQ4K, BlockQ6K, Layout, QMatrix, QuantType, QK_K};
 
@@ -104,7 +105,7 @@ fn case(seed: u64) -> Option<u32> {
         differing += expected
             .iter()
             .zip(&got)
-            .filter(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()))
+            .filter(|(&a, &b)| !same_bits(a, b))
             .count() as u32;
     }
     Some(differing)

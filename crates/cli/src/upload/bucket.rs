@@ -145,11 +145,16 @@ impl Bucket for Wrangler {
 
 /// The last lines of a command's output, for error messages.
 fn output_tail(out: &Output) -> String {
-    let text = format!(
+    text_tail(&format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    );
+    ))
+}
+
+/// The last non-empty lines of a process's text, as `":\n  line\n  line…"` (empty if none),
+/// to end an error message with.
+pub(super) fn text_tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let tail = &lines[lines.len().saturating_sub(15)..];
     if tail.is_empty() {

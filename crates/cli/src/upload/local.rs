@@ -14,7 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::bucket::Bucket;
+use super::bucket::{text_tail, Bucket};
 
 /// The Node side, embedded so that the binary needs nothing but `miniflare` in the current
 /// directory's node_modules (it comes with wrangler).
@@ -72,13 +72,7 @@ impl Process {
             .take()
             .and_then(|t| t.join().ok())
             .unwrap_or_default();
-        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-        let tail = &lines[lines.len().saturating_sub(10)..];
-        if tail.is_empty() {
-            status
-        } else {
-            format!("{status}:\n  {}", tail.join("\n  "))
-        }
+        format!("{status}{}", text_tail(&err))
     }
 }
 
