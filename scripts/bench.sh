@@ -33,6 +33,7 @@ scripts/check-wasm.sh target/wasm32-wasip1/release/kernel-timing.wasm \
   target/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm \
   target/engine-candle/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm >&2
 scripts/build-worker.sh >/dev/null
+COBORDISM_WASM_SIMD=plain scripts/build-worker.sh --out target/worker-plain/build >/dev/null
 scripts/build-kquant-js.sh >/dev/null
 
 echo "wasm kernels in workerd and Node…" >&2

@@ -2,7 +2,8 @@
 # The bit-exact suite in one command: the same seeded cases through every backend this machine
 # runs (scalar, SSE2, AVX2, AVX-512 and VNNI when present), NEON (and its dot product) under
 # qemu-aarch64, simd128 under Node (wasm32-wasip1), simd128 and its relaxed-SIMD form in workerd
-# (the engine module built with kquant's relaxed-simd), and the shard Worker in workerd over HTTP
+# (the engine module built with kquant's relaxed-simd), and the shard Worker in workerd over HTTP (its
+# relaxed-SIMD and plain builds, rows named by their /healthz backend)
 # against the native CLI; the
 # independent oracle (crates/kquant/tests/oracle.rs) on each architecture; then one table —
 # architecture × backend → hash per format and mode — and the last must-fail matrix
@@ -30,6 +31,8 @@ cargo build -q -p cobordism-engine-bench --release --target wasm32-unknown-unkno
 node benches/engine/run.mjs --jobs bit-exact \
   --wasm target/engine-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm >>"$out/lines"
 [ -f worker/build/index.js ] || scripts/build-worker.sh >/dev/null
+[ -f target/worker-plain/build/index.js ] ||
+  COBORDISM_WASM_SIMD=plain scripts/build-worker.sh --out target/worker-plain/build >/dev/null
 cargo build -q --release -p cobordism
 echo "bit-exact: the shard in workerd over HTTP" >&2
 node scripts/bit-exact-http.mjs >"$out/http"

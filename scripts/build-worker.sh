@@ -12,23 +12,49 @@
 # and runtime. Local workerd enforces no memory limit; this build makes a failed `memory.grow`
 # happen where production would.
 #
+# Kernels: kquant's relaxed-SIMD build (its feature `relaxed-simd`: the int8 mode's products on
+# relaxed SIMD's i8×i7 dot product) unless COBORDISM_WASM_SIMD=plain, which builds the plain
+# simd128 kernels for a runtime without relaxed SIMD (Workers' V8 and workerd have it). The
+# choice is made here because a Worker cannot make it at start-up: the runtime compiles every
+# wasm module it imports when the Worker loads, and refuses to compile one from bytes. `/healthz`
+# names the kernels a shard runs (`backend`). The same variable passes through `wrangler deploy`
+# and `scripts/deploy-all.sh` to this script. Both builds share the target directory: switching
+# recompiles kquant and the two crates above it.
+#
+# `--out DIR` writes the Worker to DIR instead of worker/build (scripts/test.sh keeps the plain
+# build next to the relaxed one; scripts/must-fail.sh builds a perturbed one in its own
+# CARGO_TARGET_DIR).
+#
 # `--compile-only` stops after compiling the crate (scripts/demo.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 unset RUSTFLAGS # keeps .cargo/config.toml's +simd128 for wasm32-unknown-unknown
 cargo_args=(--lib --release --target wasm32-unknown-unknown -p cobordism-worker)
-if [ "${1:-}" = --test ]; then
+mode=build out=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --test | --compile-only) mode=${1#--}; shift ;;
+    --out) [ $# -ge 2 ] || { echo "build-worker.sh: --out needs a directory" >&2; exit 2; }; out=$2; shift 2 ;;
+    *) echo "usage: scripts/build-worker.sh [--test | --compile-only] [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+case ${COBORDISM_WASM_SIMD:-relaxed} in
+  relaxed) cargo_args+=(--features kquant/relaxed-simd) check=(--relaxed) ;;
+  plain) check=() ;;
+  *) echo "build-worker.sh: COBORDISM_WASM_SIMD=$COBORDISM_WASM_SIMD: expected relaxed (the default) or plain" >&2; exit 2 ;;
+esac
+if [ $mode = test ]; then
   max_memory=$((112 << 20))
   # Replaces the per-target rustflags of .cargo/config.toml: simd128 is repeated here.
   export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+simd128 -C link-arg=--max-memory=$max_memory"
-  target_dir=target/worker-test/cargo out=target/worker-test/build
+  target_dir=target/worker-test/cargo out=${out:-target/worker-test/build}
   cargo_args+=(--features fault-injection --target-dir "$target_dir")
 else
-  target_dir=target out=worker/build
+  target_dir=${CARGO_TARGET_DIR:-target} out=${out:-worker/build}
 fi
 cargo build "${cargo_args[@]}"
-[ "${1:-}" != --compile-only ] || exit 0
+[ $mode != compile-only ] || exit 0
 scripts/host-tools.sh
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -43,4 +69,4 @@ node_modules/.bin/esbuild "$stage/entry.mjs" --bundle --format=esm --minify --lo
 sed -i 's/import source /import /' "$out/index.js"
 cp "$stage/index_bg.wasm" "$out/index_bg.wasm"
 printf '*\n' >"$out/.gitignore"
-scripts/check-wasm.sh ${max_memory:+--max-memory "$max_memory"} "$out/index_bg.wasm"
+scripts/check-wasm.sh ${check[@]+"${check[@]}"} ${max_memory:+--max-memory "$max_memory"} "$out/index_bg.wasm"

@@ -7,4 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 unset RUSTFLAGS
-cargo build --release -q -p cobordism-bindgen -p cobordism-wasm-check
+# target/release, where the callers run them, whatever CARGO_TARGET_DIR the caller builds in.
+cargo build --release -q -p cobordism-bindgen -p cobordism-wasm-check --target-dir target

@@ -84,4 +84,15 @@ fi
 grep -q "results differ from the scalar backend's" "$log" ||
   { cat "$log"; echo "must-fail signed_i7 in workerd: failed, not in the int8 check" >&2; exit 1; }
 echo "must-fail signed_i7 in workerd (relaxed build): built, the int8 check found other bits" | tee -a "$summary.new"
+# …and the shard built with it must give other bits over HTTP than native kquant.
+CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS='-C target-feature=+simd128 --cfg kquant_perturb="signed_i7"' \
+  scripts/build-worker.sh --out "$CARGO_TARGET_DIR/worker/build" >"$log" 2>&1 ||
+  { cat "$log"; echo "must-fail signed_i7: the relaxed shard did not build" >&2; exit 1; }
+if COBORDISM_RELAXED_SHARD="$CARGO_TARGET_DIR/worker/build/index.js" \
+  node --test --test-name-pattern="relaxed shard build" tests/worker/kernels.test.mjs >"$log" 2>&1; then
+  cat "$log"; echo "must-fail signed_i7 over HTTP: the shard's kernel test PASSED" >&2; exit 1
+fi
+grep -q "differs from native" "$log" ||
+  { cat "$log"; echo "must-fail signed_i7 over HTTP: failed, not in the bits' comparison" >&2; exit 1; }
+echo "must-fail signed_i7 over HTTP (relaxed shard in workerd): built, its int8 bits differ from native" | tee -a "$summary.new"
 mv "$summary.new" "$summary"

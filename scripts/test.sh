@@ -56,7 +56,11 @@ cargo build -p cobordism-engine-bench --release --target wasm32-unknown-unknown 
 ok
 
 step "shard worker: build (wasm-bindgen + esbuild) and the test build, wrangler dry-run deploy of s0…s7"
-scripts/build-worker.sh
+scripts/build-worker.sh # relaxed-SIMD kernels: what deploys
+# The plain simd128 build, for runtimes without relaxed SIMD (tests/worker/kernels.test.mjs runs
+# both). Built second: target/wasm32-unknown-unknown/release/cobordism_worker.wasm is then the
+# plain one, which the validation step below checks as such.
+COBORDISM_WASM_SIMD=plain scripts/build-worker.sh --out target/worker-plain/build
 scripts/build-worker.sh --test # fault routes, wasm memory capped at 112 MiB (own target dir)
 cargo build --release -p cobordism
 # wrangler reruns [build] on every call: dry-run a copy of the config without it.
@@ -69,10 +73,11 @@ done
 echo "wrangler deploy --dry-run: s0…s7 ok"
 ok
 
-step "every .wasm validates with relaxed SIMD disabled"
+step "every plain .wasm validates with relaxed SIMD disabled; the relaxed ones hold only the int8 kernels' dot products"
 scripts/check-wasm.sh target/wasm32-wasip1/debug/deps/*.wasm target/wasm32-unknown-unknown/release/*.wasm \
+  target/worker-plain/build/*.wasm
+scripts/check-wasm.sh --relaxed target/engine-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm \
   worker/build/*.wasm target/worker-test/build/*.wasm
-scripts/check-wasm.sh --relaxed target/engine-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm
 ok
 
 step "engine benchmark harness (one run, not a measurement): kernels, idioms and both Q6_K layouts (their bits compared on every row) in workerd and Node"

@@ -26,12 +26,14 @@ export function tempDir(name) {
   return dir;
 }
 
-/** Synthesizes a model and slices it: returns { dir, manifest }. */
-export function makeModel({ type = "q6_k", hidden = 512, vocab = 4096, shards = 2, seed = 1, softcap, budgetMib, layout } = {}) {
+/** Synthesizes a model and slices it (`extreme`: weights at the extremes, `synth --extreme`):
+ * returns { dir, manifest }. */
+export function makeModel({ type = "q6_k", hidden = 512, vocab = 4096, shards = 2, seed = 1, softcap, budgetMib, layout, extreme = false } = {}) {
   const dir = tempDir("model");
   const gguf = join(dir, "model.gguf");
   const args = ["synth", "--out", gguf, "--type", type, "--hidden", `${hidden}`, "--vocab", `${vocab}`, "--seed", `${seed}`];
   if (softcap) args.push("--softcap", `${softcap}`);
+  if (extreme) args.push("--extreme");
   cli(...args);
   const budget = budgetMib ? ["--budget-mib", `${budgetMib}`] : [];
   const layoutArgs = layout ? ["--layout", layout] : [];
@@ -66,6 +68,30 @@ export function hiddenBytes(hidden, seed = 1, n = 1) {
   for (let i = 0; i < x.length; i++) {
     s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
     x[i] = (s / 2 ** 32) * 4 - 2;
+  }
+  return new Uint8Array(x.buffer);
+}
+
+/**
+ * Seeded hidden vectors on the int8 mode's edges, as little-endian f32 bytes: in each block of
+ * 256 values, ±amax (amax drawn in [0.25, 8.25)) and the rest at `(k + ½)·amax/127`, the rounding
+ * edges of the 8-bit quantization (k in 0…126, sign drawn).
+ */
+export function edgeHiddenBytes(hidden, seed = 1, n = 1) {
+  const x = new Float32Array(hidden * n);
+  let s = seed >>> 0 || 1;
+  const next = () => {
+    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+    return s / 2 ** 32;
+  };
+  for (let b = 0; b < x.length; b += 256) {
+    const amax = Math.fround(0.25 + next() * 8);
+    for (let i = b; i < b + 256; i++) {
+      const k = Math.floor(next() * 127) + 0.5;
+      x[i] = (next() < 0.5 ? -1 : 1) * Math.fround((k * amax) / 127);
+    }
+    x[b + Math.floor(next() * 256)] = amax;
+    x[b + Math.floor(next() * 256)] = -amax;
   }
   return new Uint8Array(x.buffer);
 }

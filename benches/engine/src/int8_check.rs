@@ -10,32 +10,8 @@
 //! (`k + ½` steps of `amax/127`). Q6_K runs in both layouts.
 
 use crate::kquant_cases::same_bits;
-use kquant::synth::{random_blocks, SplitMix64};
-use kquant::{repack, Backend, Block, BlockQ4K, BlockQ6K, Layout, QMatrix, QuantType, QK_K};
-
-/// Weights at the quants' and scales' extremes: every quant at its maximum (or, for `zero`,
-/// at 0: Q6_K's `q − 32 = −32`), every scale and min byte at its largest magnitude.
-fn extreme_weights(rng: &mut SplitMix64, ty: QuantType, zero: bool, out: &mut [u8]) {
-    random_blocks(rng, ty, out).expect("whole blocks");
-    let fill = if zero { 0x00 } else { 0xFF };
-    match ty {
-        QuantType::Q6K => {
-            for b in BlockQ6K::slice_from_bytes_mut(out).expect("whole blocks") {
-                b.ql.fill(fill);
-                b.qh.fill(fill);
-                for s in &mut b.scales {
-                    *s = if rng.below(2) == 0 { 0x80 } else { 0x7F }; // −128 or 127
-                }
-            }
-        }
-        QuantType::Q4K => {
-            for b in BlockQ4K::slice_from_bytes_mut(out).expect("whole blocks") {
-                b.scales.fill(0xFF); // every six-bit scale and min at 63
-                b.qs.fill(fill);
-            }
-        }
-    }
-}
+use kquant::synth::{extreme_blocks, random_blocks, SplitMix64};
+use kquant::{repack, Backend, Layout, QMatrix, QuantType, QK_K};
 
 /// A vector whose blocks each hold ±`amax` and values on the 8-bit quantization's rounding
 /// edges (`(k + ½)·amax/127`, the largest at ±126.5).
@@ -71,7 +47,7 @@ fn case(seed: u64) -> Option<u32> {
     let mut weights = vec![0u8; rows * ty.row_bytes(cols).ok()?];
     let adversarial = seed.is_multiple_of(3);
     if adversarial {
-        extreme_weights(&mut rng, ty, seed.is_multiple_of(2), &mut weights);
+        extreme_blocks(&mut rng, ty, seed.is_multiple_of(2), &mut weights).ok()?;
     } else {
         random_blocks(&mut rng, ty, &mut weights).ok()?;
     }

@@ -5,6 +5,10 @@
 //! the seed and `r`), so the file is the same whatever the number of threads, and a hidden vector
 //! of `normal()` values gives logits with a standard deviation of about 2.7. Rows are generated,
 //! quantized and written in chunks: the f32 matrix is never held whole.
+//!
+//! `--extreme` writes blocks at the quants' and scales' extremes instead
+//! ([`kquant::synth::extreme_blocks`], from the same per-row streams): the int8 mode's edge
+//! cases, for checking a build or a deployment against native bits.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -13,7 +17,7 @@ use std::thread;
 use anyhow::{anyhow, ensure, Context, Result};
 use clap::{Args as ClapArgs, ValueEnum};
 use kquant::quantize::{quantize_row_q4k, quantize_row_q6k};
-use kquant::synth::SplitMix64;
+use kquant::synth::{extreme_blocks, SplitMix64};
 use kquant::{Block, BlockQ4K, BlockQ6K, QuantType, QK_K};
 
 use crate::gguf::{GgufWriter, MetaValue, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, TOKENS_KEY};
@@ -29,7 +33,8 @@ const CHUNK_ROWS: usize = 256;
 Examples:
   cobordism synth --out tiny.gguf --shape tiny --type q6_k
   cobordism synth --out gemma.gguf --shape gemma3-27b --type q6_k --seed 7
-  cobordism synth --out custom.gguf --hidden 1024 --vocab 32000 --type q4_k --softcap 30 --tied")]
+  cobordism synth --out custom.gguf --hidden 1024 --vocab 32000 --type q4_k --softcap 30 --tied
+  cobordism synth --out edges.gguf --hidden 1280 --vocab 1001 --type q6_k --extreme")]
 pub struct Args {
     /// Output GGUF file (overwritten).
     #[arg(long, value_name = "FILE")]
@@ -55,6 +60,11 @@ pub struct Args {
     /// Tied embeddings: store the matrix as token_embd.weight instead of output.weight.
     #[arg(long)]
     pub tied: bool,
+    /// Weights at the extremes instead of quantized random ones: every quant at its maximum
+    /// (odd rows: at 0), the sub-block scales at their extremes. Edge cases for checking the
+    /// int8 mode's bits, not a model's logits.
+    #[arg(long)]
+    pub extreme: bool,
 }
 
 /// Known lm-head shapes.
@@ -188,7 +198,7 @@ pub fn run(args: &Args) -> Result<()> {
         for first in (0..vocab).step_by(CHUNK_ROWS) {
             let rows = CHUNK_ROWS.min(vocab - first);
             let buf = &mut chunk[..rows * row_bytes];
-            fill_rows(buf, first, ty, hidden, args.seed, threads)?;
+            fill_rows(buf, first, ty, hidden, args.seed, args.extreme, threads)?;
             w.write_all(buf)
                 .with_context(|| format!("cannot write {}", args.out.display()))?;
             bar.inc(buf.len() as u64);
@@ -207,13 +217,15 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Quantizes rows `first..` into `buf` (whole rows), splitting them over `threads` threads.
+/// Quantizes rows `first..` into `buf` (whole rows), splitting them over `threads` threads; with
+/// `extreme`, writes extreme blocks instead.
 fn fill_rows(
     buf: &mut [u8],
     first: usize,
     ty: QuantType,
     hidden: usize,
     seed: u64,
+    extreme: bool,
     threads: usize,
 ) -> Result<()> {
     let row_bytes = ty.row_bytes(hidden)?;
@@ -228,7 +240,12 @@ fn fill_rows(
                     let mut weights = vec![0.0f32; hidden];
                     let scale = 8.0 / (hidden as f32).sqrt();
                     for (i, row) in part.chunks_exact_mut(row_bytes).enumerate() {
-                        let mut rng = row_rng(seed, first + t * per_thread + i);
+                        let r = first + t * per_thread + i;
+                        let mut rng = row_rng(seed, r);
+                        if extreme {
+                            extreme_blocks(&mut rng, ty, r % 2 == 1, row)?;
+                            continue;
+                        }
                         weights.iter_mut().for_each(|w| *w = rng.normal() * scale);
                         quantize_row(ty, &weights, row)?;
                     }

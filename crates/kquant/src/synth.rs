@@ -63,3 +63,35 @@ pub fn random_blocks(rng: &mut SplitMix64, ty: QuantType, out: &mut [u8]) -> Res
     }
     Ok(())
 }
+
+/// Fills `out` (a whole number of blocks of `ty`) with weights at the quants' and scales'
+/// extremes, the int8 mode's edge cases: every quant at its maximum (or, with `zero`, at 0:
+/// Q6_K's `q − 32 = −32`), every Q6_K sub-block scale −128 or 127 (drawn), every Q4_K six-bit
+/// scale and min at 63; the f16 super-block scales as [`random_blocks`] draws them.
+pub fn extreme_blocks(
+    rng: &mut SplitMix64,
+    ty: QuantType,
+    zero: bool,
+    out: &mut [u8],
+) -> Result<(), Error> {
+    random_blocks(rng, ty, out)?;
+    let fill = if zero { 0x00 } else { 0xFF };
+    match ty {
+        QuantType::Q6K => BlockQ6K::slice_from_bytes_mut(out)?
+            .iter_mut()
+            .for_each(|b| {
+                b.ql.fill(fill);
+                b.qh.fill(fill);
+                for s in &mut b.scales {
+                    *s = if rng.below(2) == 0 { 0x80 } else { 0x7F };
+                }
+            }),
+        QuantType::Q4K => BlockQ4K::slice_from_bytes_mut(out)?
+            .iter_mut()
+            .for_each(|b| {
+                b.scales.fill(0xFF);
+                b.qs.fill(fill);
+            }),
+    }
+    Ok(())
+}

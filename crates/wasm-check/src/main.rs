@@ -1,4 +1,4 @@
-//! `check-wasm [--max-memory BYTES] [--relaxed] FILE.wasm…`: validates each module with every
+//! `check-wasm [--relaxed] [--max-memory BYTES] FILE.wasm…`: validates each module with every
 //! proposal wasmparser enables by default except relaxed SIMD, whose instructions give
 //! implementation-defined results (rustc 1.95 has been seen to emit
 //! `i16x8.relaxed_dot_i8x16_i7x16_s` with only `+simd128`; Workers' V8 computes other sums with
@@ -38,20 +38,23 @@ fn max_memory(bytes: &[u8]) -> Result<Option<u64>, String> {
     Ok(None)
 }
 
-fn check(path: &str, cap: Option<u64>) -> Result<(), String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+/// The module's memory must declare exactly `cap` bytes as its maximum.
+fn check_cap(path: &str, bytes: &[u8], cap: u64) -> Result<(), String> {
+    let max = max_memory(bytes).map_err(|e| format!("{path}: {e}"))?;
+    if max != Some(cap) {
+        return Err(format!(
+            "{path}: memory maximum is {max:?} bytes, not capped at {cap}"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a plain build: valid without relaxed SIMD.
+fn check(path: &str, bytes: &[u8]) -> Result<(), String> {
     let features = WasmFeatures::default().difference(WasmFeatures::RELAXED_SIMD);
     Validator::new_with_features(features)
-        .validate_all(&bytes)
+        .validate_all(bytes)
         .map_err(|e| format!("{path}: invalid without relaxed SIMD: {e}"))?;
-    if let Some(cap) = cap {
-        let max = max_memory(&bytes).map_err(|e| format!("{path}: {e}"))?;
-        if max != Some(cap) {
-            return Err(format!(
-                "{path}: memory maximum is {max:?} bytes, not capped at {cap}"
-            ));
-        }
-    }
     Ok(())
 }
 
@@ -64,16 +67,15 @@ struct Relaxed {
 }
 
 /// Checks a relaxed build (see the module docs).
-fn check_relaxed(path: &str) -> Result<usize, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+fn check_relaxed(path: &str, bytes: &[u8]) -> Result<usize, String> {
     Validator::new_with_features(WasmFeatures::default() | WasmFeatures::RELAXED_SIMD)
-        .validate_all(&bytes)
+        .validate_all(bytes)
         .map_err(|e| format!("{path}: invalid: {e}"))?;
     let mut found = Relaxed::default();
     let mut names = BTreeMap::new();
     let mut index = 0u32; // function index: the imported functions come first
     let fail = |e: wasmparser::BinaryReaderError| format!("{path}: {e}");
-    for payload in Parser::new(0).parse_all(&bytes) {
+    for payload in Parser::new(0).parse_all(bytes) {
         match payload.map_err(fail)? {
             Payload::ImportSection(imports) => {
                 for import in imports.into_imports() {
@@ -166,19 +168,24 @@ fn main() -> ExitCode {
         }
     }
     let files: Vec<String> = args.collect();
-    if files.is_empty() || (relaxed && cap.is_some()) {
-        eprintln!(
-            "usage: check-wasm [--max-memory BYTES] FILE.wasm… | check-wasm --relaxed FILE.wasm…"
-        );
+    if files.is_empty() {
+        eprintln!("usage: check-wasm [--relaxed] [--max-memory BYTES] FILE.wasm…");
         return ExitCode::from(2);
     }
     for f in &files {
-        let checked = if relaxed {
-            check_relaxed(f)
-                .map(|n| format!("ok (relaxed dot products in {n} int8 kernels only): {f}"))
-        } else {
-            check(f, cap).map(|()| format!("ok (valid, no relaxed SIMD): {f}"))
-        };
+        let checked = std::fs::read(f)
+            .map_err(|e| format!("{f}: {e}"))
+            .and_then(|bytes| {
+                let line = if relaxed {
+                    check_relaxed(f, &bytes).map(|n| {
+                        format!("ok (relaxed dot products in {n} int8 kernels only): {f}")
+                    })?
+                } else {
+                    check(f, &bytes).map(|()| format!("ok (valid, no relaxed SIMD): {f}"))?
+                };
+                cap.map_or(Ok(()), |cap| check_cap(f, &bytes, cap))?;
+                Ok(line)
+            });
         match checked {
             Ok(line) => println!("{line}"),
             Err(e) => {
@@ -238,7 +245,7 @@ mod tests {
     }
 
     fn relaxed(path: &std::path::Path) -> Result<usize, String> {
-        check_relaxed(path.to_str().unwrap())
+        check_relaxed(path.to_str().unwrap(), &std::fs::read(path).unwrap())
     }
 
     #[test]
@@ -247,7 +254,7 @@ mod tests {
         let kernel = module(Some(RELAXED_KERNELS), std::slice::from_ref(&dot));
         assert_eq!(relaxed(&kernel), Ok(1));
         // The plain check refuses every relaxed build.
-        assert!(check(kernel.to_str().unwrap(), None).is_err());
+        assert!(check(kernel.to_str().unwrap(), &std::fs::read(&kernel).unwrap()).is_err());
 
         let elsewhere = module(
             Some("kquant::matrix::QMatrix::run"),

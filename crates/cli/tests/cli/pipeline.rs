@@ -479,3 +479,29 @@ w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); 
         "{table}"
     );
 }
+
+#[test]
+fn extreme_synth_puts_every_quant_and_scale_at_its_extreme() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Q6_K block: ql[128] qh[64] scales[16] d(f16); Q4_K block: d dmin scales[12] qs[128].
+    for (ty, block, quants, scales) in [
+        ("q6_k", 210, 0..192, 192..208),
+        ("q4_k", 144, 16..144, 4..16),
+    ] {
+        let gguf = synth(d, &format!("{ty}.gguf"), &["--type", ty, "--extreme"]);
+        let (_, tensor) = tensor_bytes(&gguf);
+        let row = tensor.len() / 4096;
+        for (r, bytes) in tensor.chunks_exact(row).enumerate() {
+            let fill = if r % 2 == 1 { 0x00 } else { 0xFF };
+            for b in bytes.chunks_exact(block) {
+                assert!(b[quants.clone()].iter().all(|&q| q == fill), "{ty} row {r}");
+                let extreme = |s: &u8| match ty {
+                    "q6_k" => *s == 0x80 || *s == 0x7F,
+                    _ => *s == 0xFF,
+                };
+                assert!(b[scales.clone()].iter().all(extreme), "{ty} row {r}");
+            }
+        }
+    }
+}
