@@ -142,7 +142,11 @@ A cold request streams the slice from the local R2 bucket, checksums it and comp
 requests only compute. "wasm memory" is the shard's whole linear memory after loading (one copy
 of the slice plus buffers); workerd's RSS also holds the simulated R2 store. The Q6_K slice of
 this shape is over the default 100 MiB budget: the benchmark raises it (\`MEMORY_BUDGET_MIB\`);
-a deployment cuts such a model into more shards (\`cobordism plan\`).
+a deployment cuts such a model into more shards (\`cobordism plan\`). Each slice is served by the
+shard's two builds in turn: relaxed SIMD's 8-bit dot product in the int8 kernels
+(\`simd128-relaxed\`, what \`scripts/build-worker.sh\` builds and deploys) and plain simd128
+(\`COBORDISM_WASM_SIMD=plain\`); "int8 / exact compute" compares the two modes' medians in the
+same shard. The compute time is the one the shard measures (whole milliseconds).
 
 $(cat "$out/http.md")
 

@@ -15,8 +15,9 @@
 # Kernels: kquant's relaxed-SIMD build (its feature `relaxed-simd`: the int8 mode's products on
 # relaxed SIMD's i8×i7 dot product) unless COBORDISM_WASM_SIMD=plain, which builds the plain
 # simd128 kernels for a runtime without relaxed SIMD (Workers' V8 and workerd have it). The
-# choice is made here because a Worker cannot make it at start-up: the runtime compiles every
-# wasm module it imports when the Worker loads, and refuses to compile one from bytes. `/healthz`
+# choice is made here because a Worker cannot make it at start-up: workerd compiles every wasm
+# module of the bundle when the Worker loads, imported or not (a never-imported module that does
+# not compile fails the whole service: verified), and refuses to compile one from bytes. `/healthz`
 # names the kernels a shard runs (`backend`). The same variable passes through `wrangler deploy`
 # and `scripts/deploy-all.sh` to this script. Both builds share the target directory: switching
 # recompiles kquant and the two crates above it.
