@@ -5,9 +5,8 @@
 // --local` (the best x86_64 backend), for four seeded hidden vectors in both modes. Prints `arch
 // backend format mode hash` lines like the kquant example; every row of a format and mode must
 // hash the same.
-import { startShards, SCRIPT } from "../worker/local.mjs";
+import { startShards, SCRIPT, PLAIN_SCRIPT } from "../worker/local.mjs";
 import { makeModel, seed, hiddenBytes, post, health, localLogits, TOKEN } from "../tests/worker/helpers.mjs";
-import { join } from "node:path";
 
 /** FNV-1a over f32 bits, any NaN as the canonical quiet NaN (as tests/common's hash_bits). */
 function hash(chunks) {
@@ -26,7 +25,7 @@ function hash(chunks) {
 }
 
 const vectors = [1, 2, 3, 4];
-const builds = [SCRIPT, join(import.meta.dirname, "..", "target", "worker-plain", "build", "index.js")];
+const builds = [SCRIPT, PLAIN_SCRIPT];
 for (const [type, format] of [["q4_k", "Q4K"], ["q6_k", "Q6K"]]) {
   const model = makeModel({ type, hidden: 1024, vocab: 6000, shards: 2, seed: 0xb17e });
   const lines = [];

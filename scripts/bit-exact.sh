@@ -2,10 +2,9 @@
 # The bit-exact suite in one command: the same seeded cases through every backend this machine
 # runs (scalar, SSE2, AVX2, AVX-512 and VNNI when present), NEON (and its dot product) under
 # qemu-aarch64, simd128 under Node (wasm32-wasip1), simd128 and its relaxed-SIMD form in workerd
-# (the engine module built with kquant's relaxed-simd), and the shard Worker in workerd over HTTP (its
-# relaxed-SIMD and plain builds, rows named by their /healthz backend)
-# against the native CLI; the
-# independent oracle (crates/kquant/tests/oracle.rs) on each architecture; then one table —
+# (the engine module built with kquant's relaxed-simd), and the shard Worker in workerd over HTTP
+# (its relaxed-SIMD and plain builds, rows named by their /healthz backend) against the native
+# CLI; the independent oracle (crates/kquant/tests/oracle.rs) on each architecture; then one table —
 # architecture × backend → hash per format and mode — and the last must-fail matrix
 # (scripts/must-fail.sh). Exits non-zero on any difference.
 # Needs scripts/setup.sh's tools; builds what it needs (release kquant example, the worker).

@@ -8,6 +8,9 @@ import { existsSync } from "node:fs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const SCRIPT = join(here, "build", "index.js");
+/** The shard with plain simd128 kernels (`COBORDISM_WASM_SIMD=plain scripts/build-worker.sh --out
+ * target/worker-plain/build`; SCRIPT's are relaxed SIMD's): tests and benchmarks run both. */
+export const PLAIN_SCRIPT = join(here, "..", "target", "worker-plain", "build", "index.js");
 /** The test shard (`scripts/build-worker.sh --test`): fault routes, wasm memory capped at 112 MiB. */
 export const TEST_SCRIPT = join(here, "..", "target", "worker-test", "build", "index.js");
 export const BUCKET = "cobordism-lm-head";

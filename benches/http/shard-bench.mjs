@@ -13,8 +13,7 @@
 import { parseArgs } from "node:util";
 import { execSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { startShards, SCRIPT } from "../../worker/local.mjs";
+import { startShards, SCRIPT, PLAIN_SCRIPT } from "../../worker/local.mjs";
 import { makeModel, seed, hiddenBytes, post, health } from "../../tests/worker/helpers.mjs";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "9" } } });
@@ -33,7 +32,7 @@ function workerdPeakRssMiB() {
   return Math.max(0, ...peaks);
 }
 
-const builds = [SCRIPT, join(import.meta.dirname, "..", "..", "target", "worker-plain", "build", "index.js")];
+const builds = [SCRIPT, PLAIN_SCRIPT];
 console.log(`| slice | kernels | MiB | cold request ms | warm request ms (median of ${runs}) | server compute ms | per-request overhead ms (warm − compute) | int8: warm request / compute ms | int8 / exact compute | wasm memory MiB | workerd peak RSS MiB |`);
 console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const [type, layout] of [["q4_k"], ["q6_k"], ["q6_k", "packed6"]]) {

@@ -9,11 +9,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
-import { startShards, SCRIPT } from "../../worker/local.mjs";
+import { startShards, SCRIPT, PLAIN_SCRIPT } from "../../worker/local.mjs";
 import { makeModel, seed, edgeHiddenBytes, localLogits, post, health, TOKEN } from "./helpers.mjs";
 
-const PLAIN_SCRIPT = join(import.meta.dirname, "..", "..", "target", "worker-plain", "build", "index.js");
 // COBORDISM_RELAXED_SHARD: another relaxed build in place of worker/build (scripts/must-fail.sh's).
 const BUILDS = [
   { name: "relaxed", script: process.env.COBORDISM_RELAXED_SHARD ?? SCRIPT, backend: "simd128-relaxed" },
