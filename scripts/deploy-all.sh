@@ -14,6 +14,9 @@
 # else a new random one written there (mode 600). Shards without a token serve nobody, so a
 # shard is never open between its deploy and its secret. The shards' workers.dev URLs, in shard
 # order, go to .cobordism/endpoints (COBORDISM_ENDPOINTS_FILE), for `--endpoints-from`.
+#
+# The kernels are relaxed SIMD's (Workers' V8 has it); COBORDISM_WASM_SIMD=plain deploys the plain
+# simd128 build instead (scripts/build-worker.sh says why the choice is made when building).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
