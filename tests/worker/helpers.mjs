@@ -61,14 +61,19 @@ async function put(bucket, key, value) {
   }
 }
 
+/** A seeded xorshift32 stream of numbers in [0, 1). */
+function uniform(seed) {
+  let s = seed >>> 0 || 1;
+  return () => {
+    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+    return s / 2 ** 32;
+  };
+}
+
 /** A seeded hidden state as little-endian f32 bytes (values in [-2, 2)). */
 export function hiddenBytes(hidden, seed = 1, n = 1) {
-  const x = new Float32Array(hidden * n);
-  let s = seed >>> 0 || 1;
-  for (let i = 0; i < x.length; i++) {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    x[i] = (s / 2 ** 32) * 4 - 2;
-  }
+  const next = uniform(seed);
+  const x = Float32Array.from({ length: hidden * n }, () => next() * 4 - 2);
   return new Uint8Array(x.buffer);
 }
 
@@ -79,11 +84,7 @@ export function hiddenBytes(hidden, seed = 1, n = 1) {
  */
 export function edgeHiddenBytes(hidden, seed = 1, n = 1) {
   const x = new Float32Array(hidden * n);
-  let s = seed >>> 0 || 1;
-  const next = () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return s / 2 ** 32;
-  };
+  const next = uniform(seed);
   for (let b = 0; b < x.length; b += 256) {
     const amax = Math.fround(0.25 + next() * 8);
     for (let i = b; i < b + 256; i++) {
