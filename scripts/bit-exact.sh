@@ -7,32 +7,43 @@
 # CLI; the independent oracle (crates/kquant/tests/oracle.rs) on each architecture; then one table —
 # architecture × backend → hash per format and mode — and the last must-fail matrix
 # (scripts/must-fail.sh). Exits non-zero on any difference.
-# Needs scripts/setup.sh's tools; builds what it needs (release kquant example, the worker).
+# Runs alone from a fresh clone: installs what it needs (scripts/setup.sh) and builds what it uses
+# (scripts/lib/builds.sh). `--built`: scripts/test.sh's last stage, after its build stage and its
+# native, aarch64 and wasm32 stages (which ran the oracle): no setup, no build, no second oracle run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 unset RUSTFLAGS # it would replace .cargo/config.toml's per-target rustflags (simd128)
+case ${1:-} in
+  --built) built=true ;;
+  "") built=false ;;
+  *) echo "usage: scripts/bit-exact.sh [--built]" >&2; exit 2 ;;
+esac
+if ! $built; then
+  scripts/setup.sh
+  # shellcheck source=lib/builds.sh
+  source scripts/lib/builds.sh
+  need engine worker worker_plain cli >&2
+fi
 out=target/bit-exact
 mkdir -p "$out"
 : >"$out/lines"
-# The host without --target: the same build as scripts/test.sh's native tests.
+# The host without --target: the same build as the native tests.
 for target in host aarch64-unknown-linux-gnu wasm32-wasip1; do
   flags=()
   [ "$target" = host ] || flags=(--target "$target")
-  echo "bit-exact: $target: the oracle, then the hashes" >&2
-  cargo test -q -p kquant "${flags[@]}" --test oracle >"$out/oracle-$target.log" 2>&1 ||
-    { cat "$out/oracle-$target.log"; echo "bit-exact: the oracle test failed on $target" >&2; exit 1; }
-  cargo run -q -p kquant "${flags[@]}" --example bit_exact_hashes >>"$out/lines"
+  if ! $built; then
+    echo "bit-exact: $target: the oracle" >&2
+    cargo test -q -p kquant "${flags[@]}" --test oracle >"$out/oracle-$target.log" 2>&1 ||
+      { cat "$out/oracle-$target.log"; echo "bit-exact: the oracle test failed on $target" >&2; exit 1; }
+  fi
+  echo "bit-exact: $target: the hashes" >&2
+  # The test profile: the build the tests made (cargo test builds the examples too).
+  cargo run -q --profile test -p kquant "${flags[@]}" --example bit_exact_hashes >>"$out/lines"
 done
 echo "bit-exact: wasm32 in workerd, with relaxed SIMD: the hashes" >&2
-cargo build -q -p cobordism-engine-bench --release --target wasm32-unknown-unknown --features relaxed-simd \
-  --target-dir target/engine-relaxed
 node benches/engine/run.mjs --jobs bit-exact \
   --wasm target/engine-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm >>"$out/lines"
-[ -f worker/build/index.js ] || scripts/build-worker.sh >/dev/null
-[ -f target/worker-plain/build/index.js ] ||
-  COBORDISM_WASM_SIMD=plain scripts/build-worker.sh --out target/worker-plain/build >/dev/null
-cargo build -q --release -p cobordism
 echo "bit-exact: the shard in workerd over HTTP" >&2
 node scripts/bit-exact-http.mjs >"$out/http"
 
@@ -61,11 +72,11 @@ table("the shard over HTTP (workerd, two shards) against the native CLI (6000×1
 process.exitCode = failed ? 1 : 0;
 JS
 echo
-echo "independent oracle (crates/kquant/tests/oracle.rs): passed on x86_64, aarch64 (qemu), wasm32 (Node)"
+echo "independent oracle (crates/kquant/tests/oracle.rs): passed on x86_64, aarch64 (qemu), wasm32 (Node)$($built && echo " (scripts/test.sh's native, aarch64 and wasm32 stages)")"
 if [ -f target/must-fail/summary.txt ]; then
   echo "must-fail matrix (scripts/must-fail.sh, $(date -r target/must-fail/summary.txt -u '+%F %R UTC')):"
-  cat target/must-fail/summary.txt
+  sed 's/^/  /' target/must-fail/summary.txt
 else
-  echo "must-fail matrix: not run yet (scripts/must-fail.sh; scripts/test.sh runs it first)"
+  echo "must-fail matrix: not run yet (scripts/must-fail.sh; scripts/test.sh runs it last)"
 fi
 exit $status

@@ -3,8 +3,8 @@
 # .cargo/config.toml), its JS glue and TypeScript types into PACKAGE/dist with crates/bindgen
 # (wasm-bindgen's library at the pinned version; --target web: Node and Workers both instantiate
 # it with initSync), then validates the .wasm (no relaxed SIMD).
-# With `--relaxed`, also the crate built with kquant's `relaxed-simd` (its own target directory)
-# as PACKAGE/dist/<crate>_relaxed_bg.wasm: wasm-bindgen writes the very same glue for it (checked
+# With `--relaxed`, also the crate built with kquant's `relaxed-simd`, as
+# PACKAGE/dist/<crate>_relaxed_bg.wasm: wasm-bindgen writes the very same glue for it (checked
 # here), so one glue serves both and the package's entry picks the module
 # (`check-wasm --relaxed` validates it). Usage: scripts/build-wasm-package.sh [--relaxed] CRATE PACKAGE
 set -euo pipefail
@@ -21,12 +21,13 @@ target/release/cobordism-bindgen --target web --out-dir "$package/dist" \
   "target/wasm32-unknown-unknown/release/$name.wasm"
 scripts/check-wasm.sh "$package/dist/${name}_bg.wasm"
 if $relaxed; then
-  cargo build -p "$crate" --target wasm32-unknown-unknown --release --features kquant/relaxed-simd \
-    --target-dir "target/$crate-relaxed"
+  # The same target directory: the relaxed kquant is a variant of its own there (features are in
+  # its hash), and the crate's .wasm, overwritten, was read above.
+  cargo build -p "$crate" --target wasm32-unknown-unknown --release --features kquant/relaxed-simd
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' EXIT
   target/release/cobordism-bindgen --target web --out-dir "$stage" \
-    "target/$crate-relaxed/wasm32-unknown-unknown/release/$name.wasm"
+    "target/wasm32-unknown-unknown/release/$name.wasm"
   cmp -s "$stage/$name.js" "$package/dist/$name.js" ||
     { echo "build-wasm-package: the relaxed build's glue differs from the plain one's" >&2; exit 1; }
   cp "$stage/${name}_bg.wasm" "$package/dist/${name}_relaxed_bg.wasm"

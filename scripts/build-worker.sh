@@ -6,9 +6,8 @@
 # worker-build (2½ minutes of the demo's first run). No wasm-opt: binaryen's `-O` made the Q4_K
 # kernels ~20 % slower in workerd (docs/BENCHMARKS.md).
 #
-# `--test` builds the test shard instead, into target/worker-test/build (its own target
-# directory, so the two builds never invalidate each other): the `fault-injection` routes, and
-# wasm memory capped at 112 MiB, what an isolate's 128 MB leaves after ~16 MiB of JavaScript heap
+# `--test` builds the test shard instead, into target/worker-test/build: the `fault-injection`
+# routes, and wasm memory capped at 112 MiB, what an isolate's 128 MB leaves after ~16 MiB of JavaScript heap
 # and runtime. Local workerd enforces no memory limit; this build makes a failed `memory.grow`
 # happen where production would.
 #
@@ -19,8 +18,8 @@
 # module of the bundle when the Worker loads, imported or not (a never-imported module that does
 # not compile fails the whole service: verified), and refuses to compile one from bytes. `/healthz`
 # names the kernels a shard runs (`backend`). The same variable passes through `wrangler deploy`
-# and `scripts/deploy-all.sh` to this script. Both builds share the target directory: switching
-# recompiles kquant and the two crates above it.
+# and `scripts/deploy-all.sh` to this script. All builds share the target directory: cargo keeps
+# each variant of a library (its features are in its hash), so a switch relinks the Worker's crate.
 #
 # `--out DIR` writes the Worker to DIR instead of worker/build (scripts/test.sh keeps the plain
 # build next to the relaxed one; scripts/must-fail.sh builds a perturbed one in its own
@@ -45,16 +44,17 @@ case ${COBORDISM_WASM_SIMD:-relaxed} in
   plain) check=() ;;
   *) echo "build-worker.sh: COBORDISM_WASM_SIMD=$COBORDISM_WASM_SIMD: expected relaxed (the default) or plain" >&2; exit 2 ;;
 esac
+target_dir=${CARGO_TARGET_DIR:-target}
 if [ $mode = test ]; then
-  max_memory=$((112 << 20))
-  # Replaces the per-target rustflags of .cargo/config.toml: simd128 is repeated here.
-  export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+simd128 -C link-arg=--max-memory=$max_memory"
-  target_dir=target/worker-test/cargo out=${out:-target/worker-test/build}
-  cargo_args+=(--features fault-injection --target-dir "$target_dir")
+  max_memory=$((112 << 20)) out=${out:-target/worker-test/build}
+  # The memory cap is a link argument of the Worker's crate alone (`cargo rustc … -- FLAGS`), so
+  # its dependencies are the ones the other builds made; the fault routes are a feature of that
+  # crate only.
+  cargo rustc "${cargo_args[@]}" --features fault-injection -- -C link-arg=--max-memory=$max_memory
 else
-  target_dir=${CARGO_TARGET_DIR:-target} out=${out:-worker/build}
+  out=${out:-worker/build}
+  cargo build "${cargo_args[@]}"
 fi
-cargo build "${cargo_args[@]}"
 [ $mode != compile-only ] || exit 0
 scripts/host-tools.sh
 stage=$(mktemp -d)

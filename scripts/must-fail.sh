@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The must-fail matrix: each `--cfg kquant_perturb="…"` puts in one plausible bug (see
-# crates/kquant/Cargo.toml), and the bit-exact suite (tests/bit_exact.rs, the independent oracle
-# in tests/oracle.rs) must (1) build and (2) fail in the named tests, in their own assertions — a
-# build error or some other failure is a failed check. x86_64 and wasm32 (Node) for each; the
-# reduction order also on aarch64 under qemu. Then `--cfg shard_perturb="…"` (crates/shard/Cargo.toml)
-# for the coalescer's native tests, and the relaxed int8 kernels' operand order in workerd.
-# Built in its own target directory (target/must-fail).
+# The must-fail matrix: each perturbation puts in one plausible bug (KQUANT_PERTURB=… for kquant,
+# SHARD_PERTURB=… for crates/shard; their build scripts turn it into `--cfg kquant_perturb="…"`
+# for that crate alone, see crates/perturb), and the named tests must (1) build and (2) fail, in
+# their own assertions — a build error or some other failure is a failed check. kquant: the
+# bit-exact suite (tests/bit_exact.rs) and the independent oracle (tests/oracle.rs) on x86_64 and
+# wasm32 (Node), the reduction order also on aarch64 under qemu. The shard: the coalescer's and the
+# ranged load's native tests. Then the relaxed int8 kernels' operand order in workerd: the engine
+# module's int8 check and the shard over HTTP.
+#
+# Only the perturbed crate and what depends on it recompile (dependencies stay built, in this
+# script's own target directory, target/must-fail). How to add a perturbation: docs/TESTING.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUSTFLAGS
@@ -27,8 +31,8 @@ targets() {
 mkdir -p "$CARGO_TARGET_DIR"
 summary=$CARGO_TARGET_DIR/summary.txt
 : >"$summary.new"
-# must_fail CRATE TARGET PERTURBATION "BINARY:TEST …": the crate's named test binaries build under
-# the perturbation's rustflags (set by the caller) and each named test fails in its assertions.
+# must_fail CRATE TARGET PERTURBATION "BINARY:TEST …": the crate's named test binaries build with
+# the perturbation (its variable set by the caller) and each named test fails in its assertions.
 must_fail() {
   local crate=$1 target=$2 perturbation=$3 entries=$4 log="$CARGO_TARGET_DIR/$2.log" entry binary t
   local binaries
@@ -49,15 +53,12 @@ must_fail() {
   echo "must-fail $perturbation on $target: built, failed as expected: $entries" | tee -a "$summary.new"
 }
 for perturbation in order lane f16 q4k_min ties; do
-  cfg="--cfg kquant_perturb=\"$perturbation\""
-  # These replace .cargo/config.toml's per-target rustflags, so simd128 is repeated for wasm.
-  export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="$cfg"
-  export CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-C target-feature=+simd128 $cfg"
-  export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="$cfg"
+  export KQUANT_PERTURB=$perturbation
   for target in $(targets "$perturbation"); do
     must_fail kquant "$target" "$perturbation" "${expected[$perturbation]}"
   done
 done
+unset KQUANT_PERTURB
 # The shard (crates/shard): its native tests must catch a pass that mixes up its requests, and
 # ranged loads that keep two versions' bytes or checksum bytes not yet in.
 declare -A shard_expected=(
@@ -67,15 +68,13 @@ declare -A shard_expected=(
   [unordered_hash]="ranged_load:ranges_arriving_out_of_order_give_the_models_bits"
 )
 for perturbation in pass_slices mixed_precision any_etag unordered_hash; do
-  export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="--cfg shard_perturb=\"$perturbation\""
-  must_fail cobordism-shard x86_64-unknown-linux-gnu "$perturbation" "${shard_expected[$perturbation]}"
+  SHARD_PERTURB=$perturbation must_fail cobordism-shard x86_64-unknown-linux-gnu "$perturbation" "${shard_expected[$perturbation]}"
 done
 # The relaxed int8 kernels with the signed activations in the 7-bit operand (what LLVM once
 # chose on its own): the engine module's int8 check must find other bits in workerd.
 log=$CARGO_TARGET_DIR/relaxed.log
-unset CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS
-CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS='-C target-feature=+simd128 --cfg kquant_perturb="signed_i7"' \
-  cargo build -q -p cobordism-engine-bench --release --target wasm32-unknown-unknown --features relaxed-simd >"$log" 2>&1 ||
+export KQUANT_PERTURB=signed_i7
+cargo build -q -p cobordism-engine-bench --release --target wasm32-unknown-unknown --features relaxed-simd >"$log" 2>&1 ||
   { cat "$log"; echo "must-fail signed_i7: the relaxed engine module did not build" >&2; exit 1; }
 if node benches/engine/run.mjs --jobs check \
   --wasm "$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm" >"$log" 2>&1; then
@@ -85,8 +84,7 @@ grep -q "results differ from the scalar backend's" "$log" ||
   { cat "$log"; echo "must-fail signed_i7 in workerd: failed, not in the int8 check" >&2; exit 1; }
 echo "must-fail signed_i7 in workerd (relaxed build): built, the int8 check found other bits" | tee -a "$summary.new"
 # …and the shard built with it must give other bits over HTTP than native kquant.
-CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS='-C target-feature=+simd128 --cfg kquant_perturb="signed_i7"' \
-  scripts/build-worker.sh --out "$CARGO_TARGET_DIR/worker/build" >"$log" 2>&1 ||
+scripts/build-worker.sh --out "$CARGO_TARGET_DIR/worker/build" >"$log" 2>&1 ||
   { cat "$log"; echo "must-fail signed_i7: the relaxed shard did not build" >&2; exit 1; }
 if COBORDISM_RELAXED_SHARD="$CARGO_TARGET_DIR/worker/build/index.js" \
   node --test --test-name-pattern="relaxed shard build" tests/worker/kernels.test.mjs >"$log" 2>&1; then

@@ -7,7 +7,8 @@
 # `scripts/setup.sh toolchain`: the Rust toolchain and the wasm32 target alone (scripts/demo.sh
 # installs the rest while it compiles).
 # `scripts/setup.sh` (scripts/test.sh): everything, also the cross compiler and qemu, the other
-# targets, nightly and cargo-fuzz, and the Python gguf oracle. Nobody needs to run it by hand.
+# targets, nightly and cargo-fuzz, and the Python gguf oracle (in target/oracle-venv). Nobody
+# needs to run it by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 purpose=${1:-test}
@@ -61,8 +62,20 @@ if ! rustup toolchain list | grep -q '^nightly'; then
 fi
 cargo_install cargo-fuzz 0.13.2 --locked
 
-# The independent oracle for block decoding.
-if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
-  log "pip install gguf numpy"
-  python3 -m pip install --quiet --disable-pip-version-check 'gguf==0.19.0' numpy
+# The independent oracle for block decoding (the PyPI gguf package and numpy), in a virtual
+# environment of the project's own, target/oracle-venv: Debian's Python refuses system-wide pip
+# installs (PEP 668) and has no venv module without python3-venv. scripts/test.sh puts its bin/
+# first on PATH, so the tests' `python3` is this one.
+venv=target/oracle-venv
+if ! "$venv/bin/python3" -c 'import gguf, numpy' 2>/dev/null; then
+  if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+    log "apt-get install python3-venv"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq python3-venv >/dev/null
+  fi
+  log "python3 -m venv $venv; pip install gguf numpy (once)"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check 'gguf==0.19.0' numpy
 fi
