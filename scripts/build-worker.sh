@@ -19,7 +19,8 @@
 # not compile fails the whole service: verified), and refuses to compile one from bytes. `/healthz`
 # names the kernels a shard runs (`backend`). The same variable passes through `wrangler deploy`
 # and `scripts/deploy-all.sh` to this script. All builds share the target directory: cargo keeps
-# each variant of a library (its features are in its hash), so a switch relinks the Worker's crate.
+# each variant of a library (its features are in its hash): a switch recompiles the Worker's own
+# crate alone (~3 s).
 #
 # `--out DIR` writes the Worker to DIR instead of worker/build (scripts/test.sh keeps the plain
 # build next to the relaxed one; scripts/must-fail.sh builds a perturbed one in its own

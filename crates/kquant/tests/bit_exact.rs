@@ -1,6 +1,6 @@
 //! The bit-exact suite: every backend available on this target must give the scalar backend's
 //! bits, for random shapes and for edge cases, and fixed seeds must hash to the same golden
-//! values on x86_64, aarch64 and wasm32. Built with `--cfg kquant_perturb="…"` (a bug put in on
+//! values on x86_64, aarch64 and wasm32. Built with `KQUANT_PERTURB=…` (a bug put in on
 //! purpose: the reduction order, a lane swap, the f16 conversion) this suite must fail;
 //! `scripts/must-fail.sh` checks that it builds and that the named tests fail.
 

@@ -32,7 +32,7 @@ use core::marker::PhantomData;
 use super::{q4k_chunk, Q6Block, RowKernel, Vector};
 use crate::quantize::nearest_int;
 
-/// `nearest_int` (ties to even); the must-fail build `--cfg kquant_perturb="ties"` rounds ties
+/// `nearest_int` (ties to even); the must-fail build `KQUANT_PERTURB=ties` rounds ties
 /// away from zero instead.
 #[inline(always)]
 fn round(t: f32) -> i32 {

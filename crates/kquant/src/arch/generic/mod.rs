@@ -143,7 +143,7 @@ pub(crate) trait Vector: Copy {
         mat_mul_pass::<Self, K, N>(self, kernel, blocks, x, y);
     }
     /// Test-only switch that makes this backend break the canonical order: set by
-    /// `--cfg kquant_perturb="order"` in a must-fail build only.
+    /// `KQUANT_PERTURB=order` (`cfg(kquant_perturb = "order")`) in a must-fail build only.
     const PERTURBED: bool = cfg!(kquant_perturb = "order");
     /// `LANES` u32 lanes.
     type U: Copy;
@@ -631,7 +631,7 @@ fn q4k_scales<V: Vector>(v: V, b: &BlockQ4K) -> ([f32; 16], [f32; 8]) {
     let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
     let (sc, m) = b.scales_mins();
     let ds = core::array::from_fn(|j| d * f32::from(sc[j / 2]));
-    // The must-fail build `--cfg kquant_perturb="q4k_min"` pairs each scale with its
+    // The must-fail build `KQUANT_PERTURB=q4k_min` pairs each scale with its
     // neighbour's min.
     let pair = |s: usize| {
         if cfg!(kquant_perturb = "q4k_min") {
