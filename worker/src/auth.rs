@@ -9,6 +9,7 @@
 //!
 //! Whoever is refused still gets `GET /healthz` with `{"state": …}` and nothing else.
 
+use cobordism_protocol::wire::header;
 use cobordism_protocol::Access;
 use cobordism_shard::ShardError;
 use worker::{Env, Request};
@@ -20,7 +21,7 @@ use crate::error::ApiError;
 pub fn authorize(env: &Env, req: &Request) -> Result<(), ApiError> {
     let token = env.secret("AUTH_TOKEN").ok().map(|s| s.to_string());
     let allow_anonymous = var(env, "ALLOW_ANONYMOUS").is_some_and(|v| v.trim() == "1");
-    let header = req.headers().get("Authorization").ok().flatten();
+    let header = req.headers().get(header::AUTHORIZATION).ok().flatten();
     match Access::decide(token.as_deref(), allow_anonymous, header.as_deref()) {
         Access::Granted => Ok(()),
         Access::Unauthorized => Err(ApiError::new(
@@ -28,7 +29,7 @@ pub fn authorize(env: &Env, req: &Request) -> Result<(), ApiError> {
             "unauthorized",
             "a valid Authorization: Bearer token is required",
         )
-        .with_header("WWW-Authenticate", "Bearer")),
+        .with_header(header::WWW_AUTHENTICATE, "Bearer")),
         Access::NotConfigured => Err(ShardError::deployment(
             "auth_not_configured",
             "this shard has no AUTH_TOKEN secret and serves nobody until its operator sets one \

@@ -2,6 +2,7 @@
 //! [`ShardError`]. What is only for the operator (`ShardError::internal`: R2 keys, parser
 //! messages, variable values) goes to the Worker's log, where `wrangler tail` shows it.
 
+use cobordism_protocol::wire::header;
 use cobordism_shard::ShardError;
 use serde::Serialize;
 use worker::{Headers, Response};
@@ -43,10 +44,10 @@ impl ApiError {
         })
         .unwrap_or_default();
         let headers = Headers::new();
-        let _ = headers.set("Content-Type", "application/json");
-        let _ = headers.set("Cache-Control", "no-store");
+        let _ = headers.set(header::CONTENT_TYPE, "application/json");
+        let _ = headers.set(header::CACHE_CONTROL, "no-store");
         if let Some(s) = e.retry_after {
-            let _ = headers.set("Retry-After", &s.to_string());
+            let _ = headers.set(header::RETRY_AFTER, &s.to_string());
         }
         if let Some((name, value)) = self.header {
             let _ = headers.set(name, value);

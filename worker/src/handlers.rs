@@ -6,6 +6,7 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
+use cobordism_protocol::wire::{header, AnswerHeaders};
 use cobordism_protocol::{max_body_bytes, Form, Query, MAX_HIDDEN};
 use cobordism_shard::{
     declared_length, replaced, too_large, unreadable, Body, BodyPool, Coalescer, Residency,
@@ -136,7 +137,7 @@ fn query(req: &Request) -> Result<Query, ApiError> {
 }
 
 /// The value of header `name`, if present.
-fn header(req: &Request, name: &str) -> Option<String> {
+fn header_value(req: &Request, name: &str) -> Option<String> {
     req.headers().get(name).ok().flatten()
 }
 
@@ -171,8 +172,8 @@ pub async fn lm_head(
     let passes = PASSES.with(Rc::clone);
     let arrival = passes.arrive();
     let declared = declared_length(
-        header(req, "Content-Length").as_deref(),
-        header(req, "Transfer-Encoding").as_deref(),
+        header_value(req, header::CONTENT_LENGTH).as_deref(),
+        header_value(req, header::TRANSFER_ENCODING).as_deref(),
         MAX_BODY_BYTES,
     )?;
     let residency = resident(cfg, env, ctx).await?;
@@ -202,31 +203,30 @@ pub async fn lm_head(
             js_sys::Date::now,
         )
         .await?;
-    // In production the clock stands still while the Worker computes: a compute time is
-    // reported only when it moved (locally), never as a misleading 0.
-    let compute_ms = js_sys::Date::now() - started;
-    let mut timing = format!("load;dur={:.0}", residency.load_ms);
-    if compute_ms > 0.0 {
-        timing.push_str(&format!(", compute;dur={compute_ms:.0}"));
-    }
     let headers = Headers::new();
-    let set = |k: &str, v: &str| headers.set(k, v);
-    set("Content-Type", "application/octet-stream")?;
-    set("Cache-Control", "no-store")?;
-    set("X-Shard-Index", &cfg.shard_index.to_string())?;
-    set("X-Shard-Count", &cfg.shard_count.to_string())?;
-    set("X-Vocab", &answer.vocab.to_string())?;
-    set("X-Row-Start", &answer.row_start.to_string())?;
-    set("X-Row-Count", &answer.row_count.to_string())?;
-    set("X-Batch", &answer.n.to_string())?;
-    set("X-Pass-Vectors", &answer.pass_vectors.to_string())?;
-    set("X-Precision", precision.name())?;
-    set("X-Manifest-Version", &answer.version)?;
-    set("X-Cache", if residency.hit { "hit" } else { "miss" })?;
-    set("Server-Timing", &timing)?;
-    set("X-Reply", form.name())?;
-    if let Form::TopK { k, .. } = form {
-        set("X-Top-K", &k.to_string())?;
+    headers.set(header::CONTENT_TYPE, "application/octet-stream")?;
+    headers.set(header::CACHE_CONTROL, "no-store")?;
+    let facts = AnswerHeaders {
+        shard_index: cfg.shard_index,
+        shard_count: cfg.shard_count,
+        vocab: answer.vocab,
+        row_start: answer.row_start,
+        row_count: answer.row_count,
+        batch: answer.n,
+        pass_vectors: answer.pass_vectors,
+        precision: precision.name(),
+        manifest_version: &answer.version,
+        hit: residency.hit,
+        load_ms: residency.load_ms,
+        compute_ms: js_sys::Date::now() - started,
+        reply: form.name(),
+        top_k: match form {
+            Form::TopK { k, .. } => Some(k),
+            _ => None,
+        },
+    };
+    for (name, value) in facts.pairs() {
+        headers.set(name, &value)?;
     }
     Ok(Response::builder()
         .with_headers(headers)

@@ -19,6 +19,7 @@ mod fault;
 mod handlers;
 mod r2;
 
+use cobordism_protocol::wire::header;
 use worker::{event, Context, Env, Method, Request, Response};
 
 use error::ApiError;
@@ -45,7 +46,7 @@ async fn route(mut req: Request, env: &Env, ctx: &Context) -> Result<Response, A
     if !allowed {
         return Err(
             ApiError::new(405, "method_not_allowed", format!("use {allow_header}"))
-                .with_header("Allow", allow_header),
+                .with_header(header::ALLOW, allow_header),
         );
     }
     if let Err(refused) = auth::authorize(env, &req) {

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 use cobordism_protocol::sampling::{self, Part, Sampling};
+use cobordism_protocol::wire::header;
 use cobordism_protocol::{Tile, TopK};
 use wasm_bindgen::prelude::*;
 
@@ -21,6 +22,23 @@ fn sections(bytes: &[u8], shards: usize) -> Result<Vec<TopK>, JsError> {
         )));
     }
     Ok(sections)
+}
+
+/// The names of the answer headers a client checks (`cobordism_protocol::wire`), in this order:
+/// shard index, shard count, vocabulary, first row, row count, batch, manifest version.
+#[wasm_bindgen(js_name = answerHeaderNames)]
+pub fn answer_header_names() -> Vec<String> {
+    [
+        header::SHARD_INDEX,
+        header::SHARD_COUNT,
+        header::VOCAB,
+        header::ROW_START,
+        header::ROW_COUNT,
+        header::BATCH,
+        header::MANIFEST_VERSION,
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// A sampled token: `[token, logit, logprob]`.

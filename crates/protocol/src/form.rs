@@ -118,6 +118,17 @@ impl Query {
         let form = Form::from_values(top_k, temperature, seed, tokens)?;
         Ok(Query { form, precision })
     }
+
+    /// The query string that asks for this (without `?`; empty for all logits, exactly):
+    /// [`Query::parse`] reads it back. The precision is written only when it is not the default.
+    pub fn to_query(&self) -> String {
+        let form = self.form.query();
+        match self.precision {
+            Precision::Exact => form,
+            Precision::Int8 if form.is_empty() => "precision=int8".into(),
+            Precision::Int8 => format!("{form}&precision=int8"),
+        }
+    }
 }
 
 impl Form {
@@ -357,7 +368,11 @@ mod tests {
     use super::*;
 
     fn parse(query: &str) -> Result<Form, FormError> {
-        Form::parse(
+        parse_query(query).map(|q| q.form)
+    }
+
+    fn parse_query(query: &str) -> Result<Query, FormError> {
+        Query::parse(
             query
                 .split('&')
                 .filter(|p| !p.is_empty())
@@ -420,8 +435,20 @@ mod tests {
                 noise: vec![(u64::MAX, 0), (7, 3)],
             },
         ] {
-            assert_eq!(parse(&form.query()), Ok(form));
+            assert_eq!(parse(&form.query()), Ok(form.clone()));
+            for precision in [Precision::Exact, Precision::Int8] {
+                let query = Query {
+                    form: form.clone(),
+                    precision,
+                };
+                assert_eq!(parse_query(&query.to_query()), Ok(query));
+            }
         }
+        let int8 = Query {
+            form: Form::Logits,
+            precision: Precision::Int8,
+        };
+        assert_eq!(int8.to_query(), "precision=int8");
     }
 
     #[test]

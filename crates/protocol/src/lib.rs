@@ -11,6 +11,7 @@
 //! * [`MemoryNeed`]: the wasm memory a shard's slice needs, for the shard and `cobordism plan`.
 //! * [`check_tiling`]: whether the shards' answers make up the whole vocabulary;
 //!   [`worth_retrying`]: which failed requests a client sends again.
+//! * [`wire`]: the answer's HTTP headers, named once.
 
 pub mod answer;
 mod budget;
@@ -23,6 +24,7 @@ mod retry;
 pub mod sampling;
 mod tiling;
 mod topk;
+pub mod wire;
 
 pub use budget::{
     max_rows, mib_to_bytes, MemoryNeed, DEFAULT_BUDGET_MIB, MAX_BODIES_IN_FLIGHT,

@@ -1,4 +1,10 @@
-//! The shard's settings, read by the Worker from its variables.
+//! The shard's settings, read from the Worker's variables by [`Settings::from_vars`]: what each
+//! variable means, its default and its range are decided here, where native tests check them.
+
+use cobordism_protocol::{mib_to_bytes, DEFAULT_BUDGET_MIB};
+
+use crate::ranges::{DEFAULT_LOAD_STREAMS, MAX_LOAD_STREAMS};
+use crate::ShardError;
 
 /// Settings of one shard.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,6 +32,56 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Reads and checks the settings from the variables `var` gives (the Worker's environment):
+    ///
+    /// | variable | default | range |
+    /// |---|---|---|
+    /// | `SHARD_INDEX` | required | below `SHARD_COUNT` |
+    /// | `SHARD_COUNT` | required | |
+    /// | `MODEL_PREFIX` | required | a trailing `/` is dropped |
+    /// | `MEMORY_BUDGET_MIB` | 100 | whole MiB that fit in bytes |
+    /// | `MANIFEST_TTL_MS` | 5000 | a number |
+    /// | `LOAD_RETRY_MS` | 2000 | a number |
+    /// | `LOAD_STALL_MS` | 15000 | a number |
+    /// | `LOAD_STREAMS` | 4 | 1 … 6 |
+    /// | `COALESCE` | on | `"0"` turns it off |
+    ///
+    /// Numbers may have white space around them. A missing or wrong one is `503 misconfigured`,
+    /// naming the variable and its value for the operator's log only.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Settings, ShardError> {
+        let shard_index: usize = number(&var, "SHARD_INDEX", None)?;
+        let shard_count: usize = number(&var, "SHARD_COUNT", None)?;
+        if shard_index >= shard_count {
+            return Err(ShardError::config(format!(
+                "SHARD_INDEX {shard_index} is not below SHARD_COUNT {shard_count}"
+            )));
+        }
+        let prefix = var("MODEL_PREFIX")
+            .ok_or_else(|| ShardError::config("variable MODEL_PREFIX is not set"))?;
+        let budget_mib: u64 = number(&var, "MEMORY_BUDGET_MIB", Some(DEFAULT_BUDGET_MIB))?;
+        let budget_bytes = mib_to_bytes(budget_mib).ok_or_else(|| {
+            ShardError::config(format!("MEMORY_BUDGET_MIB {budget_mib} is absurd"))
+        })?;
+        let load_streams = number(&var, "LOAD_STREAMS", Some(DEFAULT_LOAD_STREAMS))?;
+        if !(1..=MAX_LOAD_STREAMS).contains(&load_streams) {
+            return Err(ShardError::config(format!(
+                "LOAD_STREAMS {load_streams} is not in 1…{MAX_LOAD_STREAMS} (a Worker invocation \
+                 holds at most 6 connections open at once)"
+            )));
+        }
+        Ok(Settings {
+            shard_index,
+            shard_count,
+            prefix: prefix.trim_end_matches('/').to_string(),
+            budget_bytes,
+            manifest_ttl_ms: number(&var, "MANIFEST_TTL_MS", Some(5000.0))?,
+            load_retry_ms: number(&var, "LOAD_RETRY_MS", Some(2000.0))?,
+            load_stall_ms: number(&var, "LOAD_STALL_MS", Some(15000.0))?,
+            load_streams,
+            coalesce: var("COALESCE").is_none_or(|v| v.trim() != "0"),
+        })
+    }
+
     /// Key of the manifest.
     pub fn manifest_key(&self) -> String {
         format!("{}/manifest.json", self.prefix)
@@ -34,5 +90,19 @@ impl Settings {
     /// Key of an object named in the manifest.
     pub fn object_key(&self, key: &str) -> String {
         format!("{}/{key}", self.prefix)
+    }
+}
+
+/// Variable `name` read as a `T`, or `default` when it is not set.
+fn number<T: core::str::FromStr>(
+    var: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    default: Option<T>,
+) -> Result<T, ShardError> {
+    match var(name) {
+        Some(s) => s.trim().parse().map_err(|_| {
+            ShardError::config(format!("variable {name} = {s:?} is not a valid number"))
+        }),
+        None => default.ok_or_else(|| ShardError::config(format!("variable {name} is not set"))),
     }
 }

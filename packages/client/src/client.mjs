@@ -15,6 +15,10 @@ const ROUTE = "/cobordism-lm-head";
 const MAX_BATCH = 8;
 const MAX_TOP_K = 1024;
 const FIRST_TOP_K = 64;
+/** The answer headers' names, from cobordism_protocol::wire through the wasm module (read once
+ * it is instantiated, not at import). */
+let answerHeaders;
+const answerHeaderNames = () => (answerHeaders ??= math.answerHeaderNames());
 
 /**
  * A failure of one shard, or of the answers taken together. `status` and `code` are the shard's
@@ -385,16 +389,17 @@ export class LmHeadClient {
       }
       return Number(v);
     };
+    const [index, shardCount, vocab, rowStart, rows, batch, version] = answerHeaderNames();
     return {
       shard: i,
       url,
-      index: number("x-shard-index"),
-      shardCount: number("x-shard-count"),
-      vocab: number("x-vocab"),
-      rowStart: number("x-row-start"),
-      rows: number("x-row-count"),
-      batch: number("x-batch"),
-      version: r.headers.get("x-manifest-version"),
+      index: number(index),
+      shardCount: number(shardCount),
+      vocab: number(vocab),
+      rowStart: number(rowStart),
+      rows: number(rows),
+      batch: number(batch),
+      version: r.headers.get(version),
       body: new Uint8Array(await r.arrayBuffer()),
     };
   }

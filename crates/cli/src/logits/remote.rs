@@ -19,8 +19,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
+use cobordism_protocol::wire::header;
 use cobordism_protocol::{
-    encode_f32, worth_retrying, Form, Manifest, Precision, ShardEntry, TopK, MAX_TOP_K,
+    encode_f32, worth_retrying, Form, Manifest, Precision, Query, ShardEntry, TopK, MAX_TOP_K,
 };
 use serde::Deserialize;
 use ureq::http::Response;
@@ -92,11 +93,11 @@ pub fn fetch(
         .iter()
         .zip(endpoints)
         .map(|(s, e)| {
-            let mut query = form.query();
-            if opts.precision == Precision::Int8 {
-                query.push_str(if query.is_empty() { "" } else { "&" });
-                query.push_str("precision=int8");
+            let query = Query {
+                form: form.clone(),
+                precision: opts.precision,
             }
+            .to_query();
             let sep = if query.is_empty() { "" } else { "?" };
             (s, format!("{}{ROUTE}{sep}{query}", e.trim_end_matches('/')))
         })
@@ -282,7 +283,7 @@ struct Warming {
 fn warm_once(agent: &Agent, url: &str, index: usize, opts: &Options) -> Result<String, Failure> {
     let mut req = agent.post(url);
     if let Some(t) = &opts.token {
-        req = req.header("Authorization", format!("Bearer {t}"));
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
     }
     let mut resp = req.send_empty().map_err(transport)?;
     let status = resp.status().as_u16();
@@ -324,9 +325,9 @@ fn attempt_once(
     let (shard_count, vocab, version) = (manifest.shard_count, manifest.vocab, &manifest.version);
     let mut req = agent
         .post(url)
-        .header("Content-Type", "application/octet-stream");
+        .header(header::CONTENT_TYPE, "application/octet-stream");
     if let Some(t) = &opts.token {
-        req = req.header("Authorization", format!("Bearer {t}"));
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
     }
     let mut resp = req.send(body).map_err(transport)?;
     let status = resp.status().as_u16();
@@ -334,13 +335,13 @@ fn attempt_once(
         return Err(refused(&mut resp, status));
     }
     for (name, expected) in [
-        ("X-Shard-Index", shard.index),
-        ("X-Shard-Count", shard_count),
-        ("X-Vocab", vocab),
-        ("X-Row-Start", shard.row_start),
-        ("X-Row-Count", shard.row_count),
+        (header::SHARD_INDEX, shard.index),
+        (header::SHARD_COUNT, shard_count),
+        (header::VOCAB, vocab),
+        (header::ROW_START, shard.row_start),
+        (header::ROW_COUNT, shard.row_count),
     ] {
-        let got = header(&resp, name);
+        let got = header_value(&resp, name);
         if got.as_deref().and_then(|v| v.parse::<usize>().ok()) != Some(expected) {
             return Err(Failure::Fatal(format!(
                 "header {name} is {}, the manifest says {expected} (is the endpoint serving \
@@ -349,7 +350,7 @@ fn attempt_once(
             )));
         }
     }
-    if let Some(served) = header(&resp, "X-Manifest-Version").filter(|v| v != version) {
+    if let Some(served) = header_value(&resp, header::MANIFEST_VERSION).filter(|v| v != version) {
         return Err(Failure::Fatal(format!(
             "it serves manifest version {served:?}, this manifest is {version:?} (upload these \
              slices, or use the manifest the shard was loaded from)"
@@ -368,8 +369,8 @@ fn attempt_once(
     let reply = decode(form, shard, &bytes).map_err(Failure::Fatal)?;
     Ok((
         reply,
-        header(&resp, "Server-Timing").and_then(|t| timing_entry(&t, "compute")),
-        header(&resp, "X-Cache"),
+        header_value(&resp, header::SERVER_TIMING).and_then(|t| timing_entry(&t, "compute")),
+        header_value(&resp, header::CACHE),
     ))
 }
 
@@ -459,7 +460,7 @@ fn transport(e: ureq::Error) -> Failure {
     }
 }
 
-fn header(resp: &Response<Body>, name: &str) -> Option<String> {
+fn header_value(resp: &Response<Body>, name: &str) -> Option<String> {
     resp.headers()
         .get(name)
         .and_then(|v| v.to_str().ok())
@@ -481,7 +482,7 @@ fn timing_entry(value: &str, name: &str) -> Option<String> {
 }
 
 fn retry_after(resp: &Response<Body>) -> Option<Duration> {
-    header(resp, "Retry-After")
+    header_value(resp, header::RETRY_AFTER)
         .and_then(|v| v.parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
