@@ -10,7 +10,7 @@
 //! Whoever is refused still gets `GET /healthz` with `{"state": …}` and nothing else.
 
 use cobordism_protocol::wire::header;
-use cobordism_protocol::Access;
+use cobordism_protocol::{Access, ErrorCode};
 use cobordism_shard::ShardError;
 use worker::{Env, Request};
 
@@ -21,17 +21,16 @@ use crate::error::ApiError;
 pub fn authorize(env: &Env, req: &Request) -> Result<(), ApiError> {
     let token = env.secret("AUTH_TOKEN").ok().map(|s| s.to_string());
     let allow_anonymous = var(env, "ALLOW_ANONYMOUS").is_some_and(|v| v.trim() == "1");
-    let header = req.headers().get(header::AUTHORIZATION).ok().flatten();
-    match Access::decide(token.as_deref(), allow_anonymous, header.as_deref()) {
+    let credential = req.headers().get(header::AUTHORIZATION).ok().flatten();
+    match Access::decide(token.as_deref(), allow_anonymous, credential.as_deref()) {
         Access::Granted => Ok(()),
         Access::Unauthorized => Err(ApiError::new(
-            401,
-            "unauthorized",
+            ErrorCode::Unauthorized,
             "a valid Authorization: Bearer token is required",
         )
         .with_header(header::WWW_AUTHENTICATE, "Bearer")),
-        Access::NotConfigured => Err(ShardError::deployment(
-            "auth_not_configured",
+        Access::NotConfigured => Err(ShardError::new(
+            ErrorCode::AuthNotConfigured,
             "this shard has no AUTH_TOKEN secret and serves nobody until its operator sets one \
              (or sets ALLOW_ANONYMOUS = \"1\")",
         )

@@ -3,6 +3,7 @@
 //! messages, variable values) goes to the Worker's log, where `wrangler tail` shows it.
 
 use cobordism_protocol::wire::header;
+use cobordism_protocol::ErrorCode;
 use cobordism_shard::ShardError;
 use serde::Serialize;
 use worker::{Headers, Response};
@@ -22,8 +23,8 @@ struct Body<'a> {
 
 impl ApiError {
     /// A plain error.
-    pub fn new(status: u16, code: &'static str, detail: impl Into<String>) -> Self {
-        ShardError::new(status, code, detail).into()
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+        ShardError::new(code, detail).into()
     }
 
     /// Adds a header to the answer (`Allow` for 405, `WWW-Authenticate` for 401).
@@ -36,24 +37,24 @@ impl ApiError {
     pub fn into_response(self) -> Response {
         let e = self.error;
         if let Some(internal) = &e.internal {
-            worker::console_error!("{} ({}): {internal}", e.code, e.status);
+            worker::console_error!("{} ({}): {internal}", e.code, e.status());
         }
         let body = serde_json::to_vec(&Body {
-            error: e.code,
+            error: e.code.name(),
             detail: &e.detail,
         })
         .unwrap_or_default();
         let headers = Headers::new();
         let _ = headers.set(header::CONTENT_TYPE, "application/json");
         let _ = headers.set(header::CACHE_CONTROL, "no-store");
-        if let Some(s) = e.retry_after {
+        if let Some(s) = e.retry_after() {
             let _ = headers.set(header::RETRY_AFTER, &s.to_string());
         }
         if let Some((name, value)) = self.header {
             let _ = headers.set(name, value);
         }
         Response::builder()
-            .with_status(e.status)
+            .with_status(e.status())
             .with_headers(headers)
             .fixed(body)
     }

@@ -7,7 +7,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use cobordism_protocol::wire::{header, AnswerHeaders};
-use cobordism_protocol::{max_body_bytes, Form, Query, MAX_HIDDEN};
+use cobordism_protocol::{max_body_bytes, ErrorCode, Form, Query, MAX_HIDDEN};
 use cobordism_shard::{
     declared_length, replaced, too_large, unreadable, Body, BodyPool, Coalescer, Residency,
     Settings, Shard, ShardError,
@@ -77,7 +77,7 @@ async fn resident(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Residency,
             }
         };
         match done {
-            Err(e) if e.code == "slice_loading" && polls < LOAD_POLLS => {
+            Err(e) if e.code == ErrorCode::SliceLoading && polls < LOAD_POLLS => {
                 polls += 1;
                 Delay::from(LOAD_POLL).await;
             }
@@ -100,10 +100,10 @@ pub async fn warm(
     let Query { form, precision } = query(req)?;
     if form != Form::Logits {
         let detail = "the warm-up takes only precision=exact|int8 (the kernels it primes)";
-        return Err(ApiError::new(400, "bad_query", detail));
+        return Err(ApiError::new(ErrorCode::BadQuery, detail));
     }
     match ensure_at_once(ensure(cfg, env)?).await {
-        Ok(Err(e)) if e.code != "slice_loading" => return Err(e.into()),
+        Ok(Err(e)) if e.code != ErrorCode::SliceLoading => return Err(e.into()),
         Ok(_) => {}
         Err(waiting) => ctx.wait_until(waiting.map(move |done| {
             let primed = done.and_then(|_| {
@@ -152,8 +152,7 @@ async fn read_body(req: &mut Request, body: &Body, cap: usize) -> Result<(), Api
     }
     if body.with(<[u8]>::is_empty)? {
         return Err(ApiError::new(
-            411,
-            "length_required",
+            ErrorCode::LengthRequired,
             "send the hidden state as the body (little-endian f32)",
         ));
     }

@@ -20,6 +20,7 @@ mod handlers;
 mod r2;
 
 use cobordism_protocol::wire::header;
+use cobordism_protocol::ErrorCode;
 use worker::{event, Context, Env, Method, Request, Response};
 
 use error::ApiError;
@@ -41,11 +42,11 @@ async fn route(mut req: Request, env: &Env, ctx: &Context) -> Result<Response, A
             matches!(req.method(), Method::Get | Method::Head),
             "GET, HEAD",
         ),
-        _ => return Err(ApiError::new(404, "not_found", "no such route")),
+        _ => return Err(ApiError::new(ErrorCode::NotFound, "no such route")),
     };
     if !allowed {
         return Err(
-            ApiError::new(405, "method_not_allowed", format!("use {allow_header}"))
+            ApiError::new(ErrorCode::MethodNotAllowed, format!("use {allow_header}"))
                 .with_header(header::ALLOW, allow_header),
         );
     }

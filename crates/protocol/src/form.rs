@@ -20,7 +20,7 @@
 use std::collections::BTreeSet;
 
 use crate::sampling::{check_temperature, log_sum_exp, slice_winner, temperature_error};
-use crate::{encode_f32, parse_top_k, Precision, TopK, MAX_BATCH, MAX_TOP_K};
+use crate::{encode_f32, parse_top_k, ErrorCode, Precision, TopK, MAX_BATCH, MAX_TOP_K};
 
 /// What a shard answers for each hidden vector.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,12 +49,12 @@ pub enum Form {
 pub struct FormError {
     /// `bad_top_k`, `bad_temperature`, `bad_seed`, `bad_tokens`, `bad_query`, `bad_precision`
     /// or (from [`Form::encode`]) `non_finite`.
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// What was wrong.
     pub detail: String,
 }
 
-fn refuse(code: &'static str, detail: impl Into<String>) -> FormError {
+fn refuse(code: ErrorCode, detail: impl Into<String>) -> FormError {
     FormError {
         code,
         detail: detail.into(),
@@ -92,7 +92,7 @@ impl Query {
         for (key, value) in pairs {
             if !seen.insert(key) {
                 return Err(refuse(
-                    "bad_query",
+                    ErrorCode::BadQuery,
                     format!("{key:?} is given twice: give each parameter once"),
                 ));
             }
@@ -107,10 +107,12 @@ impl Query {
             }
         }
         let precision = precision.map_or(Ok(Precision::Exact), |v| {
-            Precision::parse(v).map_err(|d| refuse("bad_precision", d))
+            Precision::parse(v).map_err(|d| refuse(ErrorCode::BadPrecision, d))
         })?;
         let seed = match (seed, seeds) {
-            (Some(_), Some(_)) => return Err(refuse("bad_query", "seed and seeds: give one")),
+            (Some(_), Some(_)) => {
+                return Err(refuse(ErrorCode::BadQuery, "seed and seeds: give one"))
+            }
             (Some(s), None) => Some(Noise::One(s)),
             (None, Some(list)) => Some(Noise::Each(list)),
             (None, None) => None,
@@ -150,15 +152,16 @@ impl Form {
         match (top_k, seed, tokens) {
             (None, None, None) if t.is_none() => Ok(Form::Logits),
             (None, None, None) => Err(refuse(
-                "bad_query",
+                ErrorCode::BadQuery,
                 "temperature alone: add seed to sample, or top_k or tokens",
             )),
             (Some(k), None, None) => Ok(Form::TopK {
-                k: parse_top_k(k).map_err(|d| refuse("bad_top_k", d))?,
+                k: parse_top_k(k).map_err(|d| refuse(ErrorCode::BadTopK, d))?,
                 temperature: t.unwrap_or(1.0),
             }),
             (None, Some(noise), None) => {
-                let temperature = t.ok_or_else(|| refuse("bad_query", "seed needs temperature"))?;
+                let temperature =
+                    t.ok_or_else(|| refuse(ErrorCode::BadQuery, "seed needs temperature"))?;
                 Ok(match noise {
                     Noise::One(s) => Form::Sample {
                         temperature,
@@ -175,7 +178,7 @@ impl Form {
                 temperature: t.unwrap_or(1.0),
             }),
             _ => Err(refuse(
-                "bad_query",
+                ErrorCode::BadQuery,
                 "top_k, seed and tokens choose different answers: give one of them",
             )),
         }
@@ -193,7 +196,7 @@ impl Form {
         let rows = rows.max(1);
         if let Some(i) = logits.iter().position(|z| !z.is_finite()) {
             return Err(refuse(
-                "non_finite",
+                ErrorCode::NonFinite,
                 format!(
                     "the logit of token {} (vector {}) is {}: the hidden vector's products \
                      overflow f32; send smaller values",
@@ -210,7 +213,7 @@ impl Form {
             let n = logits.len() / rows;
             if noise.len() != n {
                 return Err(refuse(
-                    "bad_seed",
+                    ErrorCode::BadSeed,
                     format!("seeds gives {} seeds for {n} hidden vectors", noise.len()),
                 ));
             }
@@ -246,7 +249,7 @@ impl Form {
             };
             if !answer.log_sum_exp.is_finite() {
                 return Err(refuse(
-                    "non_finite",
+                    ErrorCode::NonFinite,
                     format!(
                         "ln Σ exp(z/T) of vector {v} overflows f32 (largest logit {} at \
                          temperature {}): use a larger temperature or smaller hidden values",
@@ -309,7 +312,7 @@ fn parse_temperature(value: &str) -> Result<f32, FormError> {
         .and_then(|t| check_temperature(t).ok());
     t.ok_or_else(|| {
         refuse(
-            "bad_temperature",
+            ErrorCode::BadTemperature,
             temperature_error(format_args!("{value:?}")),
         )
     })
@@ -324,7 +327,7 @@ enum Noise<'a> {
 fn parse_seed(s: &str) -> Result<u64, FormError> {
     s.parse().map_err(|_| {
         refuse(
-            "bad_seed",
+            ErrorCode::BadSeed,
             format!("seed must be an integer from 0 to 2^64 − 1, not {s:?}"),
         )
     })
@@ -342,7 +345,7 @@ fn parse_noise(list: &str) -> Result<Vec<(u64, u32)>, FormError> {
     match pairs {
         Some(p) if (1..=MAX_BATCH).contains(&p.len()) => Ok(p),
         _ => Err(refuse(
-            "bad_seed",
+            ErrorCode::BadSeed,
             format!(
                 "seeds must be 1 to {MAX_BATCH} comma-separated SEED:VECTOR pairs (a u64 and a \
                  u32), not {list:?}"
@@ -357,7 +360,7 @@ fn parse_tokens(value: &str) -> Result<Vec<u32>, FormError> {
     match ids {
         Ok(ids) if (1..=MAX_TOP_K).contains(&ids.len()) => Ok(ids),
         _ => Err(refuse(
-            "bad_tokens",
+            ErrorCode::BadTokens,
             format!("tokens must be 1 to {MAX_TOP_K} comma-separated token ids"),
         )),
     }
@@ -488,11 +491,15 @@ mod tests {
             ("tokens=1,,2", "bad_tokens"),
             ("tokens=4294967296", "bad_tokens"),
         ] {
-            assert_eq!(parse(query).map_err(|e| e.code), Err(code), "{query}");
+            assert_eq!(
+                parse(query).map_err(|e| e.code.name()),
+                Err(code),
+                "{query}"
+            );
         }
         let many = vec!["1"; MAX_TOP_K + 1].join(",");
         assert_eq!(
-            parse(&format!("tokens={many}")).map_err(|e| e.code),
+            parse(&format!("tokens={many}")).map_err(|e| e.code.name()),
             Err("bad_tokens")
         );
     }
@@ -522,7 +529,10 @@ mod tests {
             TopK::decode_all(&merged).unwrap(),
             vec![first, second[0].clone()]
         );
-        assert_eq!(each.encode(&rows[0], 3, 10).unwrap_err().code, "bad_seed");
+        assert_eq!(
+            each.encode(&rows[0], 3, 10).unwrap_err().code,
+            ErrorCode::BadSeed
+        );
     }
 
     #[test]
@@ -543,7 +553,7 @@ mod tests {
             let logits = [1.0f32, 2.0, 3.0, 4.0, bad, 6.0]; // two vectors of three rows
             for form in [Form::Logits, parse("top_k=1").unwrap()] {
                 let e = form.encode(&logits, 3, 100).unwrap_err();
-                assert_eq!(e.code, "non_finite");
+                assert_eq!(e.code, ErrorCode::NonFinite);
                 assert!(e.detail.contains("token 101 (vector 1)"), "{}", e.detail);
             }
         }
@@ -551,7 +561,7 @@ mod tests {
         let huge = [3.0e38f32, 1.0];
         let form = parse("temperature=0.01&seed=1").unwrap();
         let e = form.encode(&huge, 2, 0).unwrap_err();
-        assert_eq!(e.code, "non_finite");
+        assert_eq!(e.code, ErrorCode::NonFinite);
         assert!(e.detail.contains("vector 0"), "{}", e.detail);
         // The largest ordinary logits at the smallest temperature are answered.
         let ok = parse("top_k=1&temperature=0.01").unwrap();

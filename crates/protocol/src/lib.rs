@@ -11,11 +11,13 @@
 //! * [`MemoryNeed`]: the wasm memory a shard's slice needs, for the shard and `cobordism plan`.
 //! * [`check_tiling`]: whether the shards' answers make up the whole vocabulary;
 //!   [`worth_retrying`]: which failed requests a client sends again.
-//! * [`wire`]: the answer's HTTP headers, named once.
+//! * [`wire`]: the answer's HTTP headers, named once; [`ErrorCode`]: every error answer's code,
+//!   status and `Retry-After`.
 
 pub mod answer;
 mod budget;
 mod checksum;
+mod error_code;
 mod form;
 mod hidden;
 mod manifest;
@@ -31,6 +33,7 @@ pub use budget::{
     MIN_BODIES_IN_FLIGHT,
 };
 pub use checksum::Checksum;
+pub use error_code::ErrorCode;
 pub use form::{Form, FormError, Query};
 pub use hidden::{
     check_hidden, decode_hidden, decode_hidden_into, encode_f32, max_body_bytes, HiddenError,

@@ -15,6 +15,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use cobordism_protocol::ErrorCode;
+
 use crate::error::ShardError;
 
 /// A body that received nothing for this long gives up its slot to the next request.
@@ -45,17 +47,15 @@ pub struct Body {
 }
 
 fn busy() -> ShardError {
-    ShardError::unavailable(
-        "busy",
+    ShardError::new(
+        ErrorCode::Busy,
         "the shard is receiving as many requests as its memory allows; retry shortly",
-        1,
     )
 }
 
 fn lost() -> ShardError {
     ShardError::new(
-        408,
-        "body_stalled",
+        ErrorCode::BodyStalled,
         format!(
             "the body stalled for over {:.0} s and its buffer went to another request",
             STALL_MS / 1000.0
@@ -167,8 +167,7 @@ impl Drop for Body {
 /// `413` for a body over `limit` bytes.
 pub fn too_large(limit: usize) -> ShardError {
     ShardError::new(
-        413,
-        "payload_too_large",
+        ErrorCode::PayloadTooLarge,
         format!("the body is larger than {limit} bytes"),
     )
 }
@@ -182,11 +181,14 @@ mod tests {
         let pool = BodyPool::default();
         let a = pool.acquire(2, 8, 0.0).unwrap();
         let b = pool.acquire(2, 8, 0.0).unwrap();
-        assert_eq!(pool.acquire(2, 8, 0.0).err().unwrap().code, "busy");
+        assert_eq!(pool.acquire(2, 8, 0.0).err().unwrap().code, ErrorCode::Busy);
         assert_eq!(pool.in_flight(), 2);
         a.push(b"1234", 8, 1.0).unwrap();
         a.push(b"5678", 8, 1.0).unwrap();
-        assert_eq!(a.push(b"9", 8, 1.0).unwrap_err().code, "payload_too_large");
+        assert_eq!(
+            a.push(b"9", 8, 1.0).unwrap_err().code,
+            ErrorCode::PayloadTooLarge
+        );
         assert_eq!(a.with(|bytes| bytes.to_vec()).unwrap(), b"12345678");
         drop(a);
         let c = pool.acquire(2, 8, 0.0).unwrap();
@@ -205,10 +207,13 @@ mod tests {
         stalled.push(b"12", 8, 100.0).unwrap();
         assert_eq!(
             pool.acquire(1, 8, 100.0 + STALL_MS).err().unwrap().code,
-            "busy"
+            ErrorCode::Busy
         );
         let next = pool.acquire(1, 8, 100.0 + STALL_MS + 1.0).unwrap();
-        assert_eq!(stalled.push(b"3", 8, 0.0).unwrap_err().code, "body_stalled");
+        assert_eq!(
+            stalled.push(b"3", 8, 0.0).unwrap_err().code,
+            ErrorCode::BodyStalled
+        );
         drop(stalled); // must not free the slot it lost
         assert_eq!(pool.in_flight(), 1);
         next.push(b"ok", 8, 0.0).unwrap();

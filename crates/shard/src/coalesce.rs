@@ -35,7 +35,7 @@ use std::future::Future;
 use std::rc::Rc;
 
 use cobordism_protocol::{
-    check_hidden, decode_hidden_into, Form, HiddenError, Precision, MAX_BATCH,
+    check_hidden, decode_hidden_into, ErrorCode, Form, HiddenError, Precision, MAX_BATCH,
 };
 
 use crate::bodies::Body;
@@ -328,8 +328,8 @@ impl Drop for Waiting<'_> {
 /// `400` for a body that is not `n` finite hidden vectors.
 fn refused(e: HiddenError) -> ShardError {
     let code = match e {
-        HiddenError::NonFinite { .. } => "non_finite",
-        _ => "bad_length",
+        HiddenError::NonFinite { .. } => ErrorCode::NonFinite,
+        _ => ErrorCode::BadLength,
     };
-    ShardError::new(400, code, e.to_string())
+    ShardError::new(code, e.to_string())
 }

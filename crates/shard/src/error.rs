@@ -4,55 +4,47 @@
 
 use core::fmt;
 
-use cobordism_protocol::FormError;
+use cobordism_protocol::{ErrorCode, FormError};
 
 /// An error to answer with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShardError {
-    /// HTTP status.
-    pub status: u16,
-    /// Stable machine-readable code.
-    pub code: &'static str,
+    /// What went wrong: the wire name, the status and `Retry-After` come with it.
+    pub code: ErrorCode,
     /// Human-readable explanation for the caller.
     pub detail: String,
-    /// Seconds for `Retry-After` (503s).
-    pub retry_after: Option<u32>,
     /// For the operator's log only.
     pub internal: Option<String>,
 }
 
 impl ShardError {
-    /// A plain error.
-    pub fn new(status: u16, code: &'static str, detail: impl Into<String>) -> Self {
+    /// An error with its code's status and `Retry-After`.
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
         ShardError {
-            status,
             code,
             detail: detail.into(),
-            retry_after: None,
             internal: None,
         }
     }
 
-    /// 503 with `Retry-After`.
-    pub fn unavailable(code: &'static str, detail: impl Into<String>, retry_after: u32) -> Self {
-        ShardError {
-            retry_after: Some(retry_after),
-            ..ShardError::new(503, code, detail)
-        }
+    /// HTTP status.
+    pub fn status(&self) -> u16 {
+        self.code.status()
     }
 
-    /// 503 *without* `Retry-After`: the deployment is wrong (its configuration, or the model in
-    /// the bucket), so the same request fails the same way until the operator fixes it; clients
-    /// do not retry it (`cobordism_protocol::worth_retrying`).
-    pub fn deployment(code: &'static str, detail: impl Into<String>) -> Self {
-        ShardError::new(503, code, detail)
+    /// Seconds for `Retry-After`: only the 503s waiting can mend carry it; the others (the
+    /// deployment is wrong: its configuration, or the model in the bucket) fail the same way
+    /// until the operator fixes it, and clients do not retry them
+    /// (`cobordism_protocol::worth_retrying`).
+    pub fn retry_after(&self) -> Option<u32> {
+        self.code.retry_after()
     }
 
     /// A deployment mistake (variables, manifest and configuration disagree): 503 without
     /// `Retry-After`, with what is wrong for the log only.
     pub fn config(internal: impl fmt::Display) -> Self {
-        ShardError::deployment(
-            "misconfigured",
+        ShardError::new(
+            ErrorCode::Misconfigured,
             "the shard's configuration is inconsistent; its operator finds why in the Worker's log",
         )
         .with_internal(internal)
@@ -60,10 +52,9 @@ impl ShardError {
 
     /// `503 out_of_memory`: wasm memory could not grow for `what`.
     pub fn out_of_memory(what: impl fmt::Display) -> Self {
-        ShardError::unavailable(
-            "out_of_memory",
+        ShardError::new(
+            ErrorCode::OutOfMemory,
             "the shard could not reserve the memory it needs; retry shortly",
-            5,
         )
         .with_internal(format!("could not reserve {what}"))
     }
@@ -71,8 +62,7 @@ impl ShardError {
     /// `500 internal`: a bug, described for the log.
     pub fn internal(what: impl fmt::Display) -> Self {
         ShardError::new(
-            500,
-            "internal",
+            ErrorCode::Internal,
             "the shard failed; this is a bug worth reporting",
         )
         .with_internal(what)
@@ -88,13 +78,13 @@ impl ShardError {
 /// `400` for a query the shard refuses or logits it cannot answer with.
 impl From<FormError> for ShardError {
     fn from(e: FormError) -> Self {
-        ShardError::new(400, e.code, e.detail)
+        ShardError::new(e.code, e.detail)
     }
 }
 
 impl fmt::Display for ShardError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: {}", self.status, self.code, self.detail)?;
+        write!(f, "{} {}: {}", self.status(), self.code, self.detail)?;
         if let Some(internal) = &self.internal {
             write!(f, " ({internal})")?;
         }

@@ -10,11 +10,13 @@
 //! * A body that cannot be read to its end (a malformed chunk, a connection closed early) is
 //!   [`unreadable`] (`400 bad_framing`): resending the same bytes cannot help.
 
+use cobordism_protocol::ErrorCode;
+
 use crate::bodies::too_large;
 use crate::error::ShardError;
 
 fn bad_framing(detail: impl Into<String>) -> ShardError {
-    ShardError::new(400, "bad_framing", detail)
+    ShardError::new(ErrorCode::BadFraming, detail)
 }
 
 /// The declared body length (`None`: none declared, e.g. chunked), or the error to answer
@@ -58,7 +60,7 @@ mod tests {
     use super::*;
 
     fn code(r: Result<Option<u64>, ShardError>) -> Result<Option<u64>, &'static str> {
-        r.map_err(|e| e.code)
+        r.map_err(|e| e.code.name())
     }
 
     #[test]

@@ -33,7 +33,8 @@
 use core::cell::RefCell;
 
 use cobordism_protocol::{
-    answer, Checksum, Manifest, MemoryNeed, Precision, ShardEntry, MAX_BATCH, MAX_MANIFEST_BYTES,
+    answer, Checksum, ErrorCode, Manifest, MemoryNeed, Precision, ShardEntry, MAX_BATCH,
+    MAX_MANIFEST_BYTES,
 };
 use kquant::QMatrix;
 
@@ -150,35 +151,33 @@ enum Found {
 }
 
 fn loading_error(l: &Loading) -> ShardError {
-    ShardError::unavailable(
-        "slice_loading",
+    ShardError::new(
+        ErrorCode::SliceLoading,
         format!(
             "the slice is being loaded ({:.0}% done); retry shortly",
             100.0 * l.received as f64 / l.expected.max(1) as f64
         ),
-        1,
     )
 }
 
 /// `503 slice_loading`: the slice a request was checked against was replaced (or dropped)
 /// before its answer was computed.
 pub fn replaced() -> ShardError {
-    ShardError::unavailable("slice_loading", "the slice was replaced; retry", 1)
+    ShardError::new(ErrorCode::SliceLoading, "the slice was replaced; retry")
 }
 
 fn superseded() -> ShardError {
-    ShardError::unavailable(
-        "slice_loading",
+    ShardError::new(
+        ErrorCode::SliceLoading,
         "another request took over loading the slice; retry shortly",
-        1,
     )
 }
 
 /// `503 slice_corrupt`: the object does not match the manifest in `aspect` (no retry: the
 /// same bytes give the same mismatch until the model is uploaded again).
 fn corrupt(key: &str, aspect: &str, what: impl core::fmt::Display) -> ShardError {
-    ShardError::deployment(
-        "slice_corrupt",
+    ShardError::new(
+        ErrorCode::SliceCorrupt,
         format!(
             "this shard's slice does not match its manifest ({aspect}); upload the model again \
              (cobordism upload)"
@@ -188,10 +187,9 @@ fn corrupt(key: &str, aspect: &str, what: impl core::fmt::Display) -> ShardError
 }
 
 fn store_failed(what: impl core::fmt::Display) -> ShardError {
-    ShardError::unavailable(
-        "storage_unavailable",
+    ShardError::new(
+        ErrorCode::StorageUnavailable,
         "the shard could not read its model from storage; retry shortly",
-        2,
     )
     .with_internal(what)
 }
@@ -236,8 +234,8 @@ async fn read_manifest<H: Host>(
 ) -> Result<(String, Manifest), ShardError> {
     let key = cfg.manifest_key();
     let missing = |key: &str| {
-        ShardError::deployment(
-            "manifest_missing",
+        ShardError::new(
+            ErrorCode::ManifestMissing,
             format!(
                 "no model manifest at {key:?} in the shard's bucket: upload the model under the \
                  prefix {:?} (cobordism upload --prefix), or set MODEL_PREFIX to the prefix it was \
@@ -248,8 +246,8 @@ async fn read_manifest<H: Host>(
     };
     let object = get_object(host, &key, missing).await?;
     let invalid = |what: String| {
-        ShardError::deployment(
-            "manifest_invalid",
+        ShardError::new(
+            ErrorCode::ManifestInvalid,
             format!(
                 "the model manifest {key:?} is invalid; upload the model again (its operator \
                  finds why in the Worker's log)"
@@ -490,8 +488,8 @@ impl Shard {
             .ok_or_else(|| ShardError::config("SHARD_INDEX is not in the manifest"))?;
         let need = MemoryNeed::of_shard(&manifest, &entry);
         if !need.fits(cfg.budget_bytes) {
-            return Err(ShardError::deployment(
-                "over_budget",
+            return Err(ShardError::new(
+        ErrorCode::OverBudget,
                 format!(
                     "this shard's slice needs {:.1} MiB of wasm memory with its buffers, more \
                      than MEMORY_BUDGET_MIB allows; cut the model into more shards (cobordism plan)",
@@ -550,8 +548,8 @@ impl Shard {
         read_ranges(host, &key, entry.bytes, cfg.load_streams, &write)
             .await
             .map_err(|failure| match failure {
-                ReadFailure::Missing => ShardError::deployment(
-                    "slice_missing",
+                ReadFailure::Missing => ShardError::new(
+                    ErrorCode::SliceMissing,
                     format!(
                         "this shard's slice {key:?}, named by the manifest, is not in the \
                          bucket: upload the model again (cobordism upload)"

@@ -28,7 +28,7 @@ fn cold_load_then_hits_with_the_models_bits() {
 fn missing_corrupt_truncated_and_unreadable_slices_are_refused_and_retried() {
     let (store, shard, cfg, a) = (Store::default(), Shard::new(), settings(2), model(2, 2));
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
-    assert_eq!((e.code, e.retry_after), ("manifest_missing", None));
+    assert_eq!((e.code.name(), e.retry_after()), ("manifest_missing", None));
     assert!(
         e.detail.contains("\"model/manifest.json\""),
         "names the key it looked for: {}",
@@ -55,7 +55,11 @@ fn missing_corrupt_truncated_and_unreadable_slices_are_refused_and_retried() {
     store.advance(2000.0);
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
     assert_eq!(
-        (e.code, e.detail.contains("checksum"), e.retry_after),
+        (
+            e.code.name(),
+            e.detail.contains("checksum"),
+            e.retry_after()
+        ),
         ("slice_corrupt", true, None),
         "the same bytes fail the same way: not worth a retry"
     );
@@ -74,7 +78,7 @@ fn missing_corrupt_truncated_and_unreadable_slices_are_refused_and_retried() {
     store.advance(2000.0);
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
     assert_eq!(
-        (e.code, e.retry_after.is_some()),
+        (e.code.name(), e.retry_after().is_some()),
         ("storage_unavailable", true),
         "a stream cut short is worth a retry"
     );
@@ -194,7 +198,7 @@ fn a_new_version_replaces_the_old_one_first_when_both_do_not_fit() {
     assert!(poll_once(loader.as_mut()).is_pending());
     assert_eq!(shard.health(store.now_ms()).state, "loading");
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
-    assert_eq!((e.code, e.retry_after), ("slice_loading", Some(1)));
+    assert_eq!((e.code.name(), e.retry_after()), ("slice_loading", Some(1)));
     assert_eq!(answer(&shard), None, "no request mixes versions");
     store.gate.set(true);
     assert_eq!(code(block_on(loader)), "miss");
@@ -225,7 +229,7 @@ fn a_stalled_loader_is_taken_over_and_finds_itself_superseded() {
     let mut first = pin!(shard.ensure(&cfg, &store));
     assert!(poll_once(first.as_mut()).is_pending());
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
-    assert_eq!(e.code, "slice_loading");
+    assert_eq!(e.code.name(), "slice_loading");
     assert!(e.detail.contains("% done"));
     store.advance(15000.0);
     store.fault(|f| f.stall_at = None);
@@ -245,7 +249,7 @@ fn a_slice_over_the_budget_is_refused_before_it_is_read() {
     };
     store.upload(&a);
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
-    assert_eq!((e.code, e.retry_after), ("over_budget", None));
+    assert_eq!((e.code.name(), e.retry_after()), ("over_budget", None));
     let cfg = Settings {
         shard_count: 3,
         ..settings(2)

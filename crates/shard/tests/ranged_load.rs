@@ -33,7 +33,7 @@ fn at_start(at: u64, fault: RangeFault) -> impl FnMut(u64, u64, usize) -> RangeF
 fn fails_then_recovers(store: &Store, shard: &Shard, cfg: &Settings, m: &Model, why: &str) {
     let e = block_on(shard.ensure(cfg, store)).unwrap_err();
     assert_eq!(
-        (e.code, e.retry_after.is_some()),
+        (e.code.name(), e.retry_after().is_some()),
         ("storage_unavailable", true)
     );
     let internal = e.internal.unwrap();
@@ -164,7 +164,7 @@ fn a_requester_gone_mid_load_leaves_no_partial_slice() {
     assert_eq!(shard.with_resident(|_| ()), None);
     assert_eq!(shard.health(store.now_ms()).state, "loading");
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
-    assert_eq!(e.code, "slice_loading");
+    assert_eq!(e.code.name(), "slice_loading");
     assert!(e.detail.contains("75% done"), "{}", e.detail);
     store.range_hook.take();
     store.advance(cfg.load_stall_ms);

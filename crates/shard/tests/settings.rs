@@ -33,7 +33,7 @@ fn with(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static s
 fn refused(vars: &[(&str, &str)]) -> String {
     let e = from(vars).expect_err("accepted");
     assert_eq!(
-        (e.status, e.code, e.retry_after),
+        (e.status(), e.code.name(), e.retry_after()),
         (503, "misconfigured", None)
     );
     assert!(

@@ -338,7 +338,7 @@ pub fn code(r: Result<cobordism_shard::Residency, ShardError>) -> &'static str {
     match r {
         Ok(r) if r.hit => "hit",
         Ok(_) => "miss",
-        Err(e) => e.code,
+        Err(e) => e.code.name(),
     }
 }
 
