@@ -2,7 +2,9 @@
 //! (crates/perturb). For the coalescer, "pass_slices": each request of a pass gets the pass's first
 //! vectors' logits; "mixed_precision": requests of both precisions share a pass; for ranged loads,
 //! "any_etag": reads of different versions of the object are kept together; "unordered_hash": the
-//! checksum runs past the gaps in front of a range.
+//! checksum runs past the gaps in front of a range; "wait_gives_up": a request that finds the
+//! slice loading gives up at once instead of waiting for that load; "any_streams": the settings
+//! take a `LOAD_STREAMS` outside 1…6.
 fn main() {
     cobordism_perturb::cfg_from_env(
         "SHARD_PERTURB",
@@ -12,6 +14,8 @@ fn main() {
             "mixed_precision",
             "any_etag",
             "unordered_hash",
+            "wait_gives_up",
+            "any_streams",
         ],
     );
 }

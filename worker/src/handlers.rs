@@ -9,8 +9,8 @@ use std::time::Duration;
 use cobordism_protocol::wire::{header, AnswerHeaders};
 use cobordism_protocol::{max_body_bytes, ErrorCode, Form, Query, MAX_HIDDEN};
 use cobordism_shard::{
-    declared_length, replaced, too_large, unreadable, Body, BodyPool, Coalescer, Residency,
-    Settings, Shard, ShardError,
+    declared_length, replaced, too_large, unreadable, wait_resident, Body, BodyPool, Coalescer,
+    Residency, Settings, Shard, ShardError,
 };
 use futures_util::future::LocalBoxFuture;
 use futures_util::{FutureExt, StreamExt};
@@ -54,36 +54,29 @@ async fn ensure_at_once(mut ensure: Ensure) -> Result<Result<Residency, ShardErr
     }
 }
 
-/// How often a request that found another request loading the slice looks again.
-const LOAD_POLL: Duration = Duration::from_millis(20);
-/// How many times it looks (10 s) before it is answered `503 slice_loading`.
-const LOAD_POLLS: u32 = 500;
-
-/// Makes sure the slice is resident. Work that waits for storage (a load, a manifest check)
-/// runs under `ctx.waitUntil`: this request awaits it, but its caller going away does not
-/// cancel it (Workers cancel a request's own work when its client disconnects). A request that
-/// finds another request (or a warm-up) loading the slice waits for that load on its own timer
-/// — Workers cancel a request that awaits another request's promise — rather than be sent away
-/// with `503 slice_loading` and come back a whole `Retry-After` later.
-async fn resident(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Residency, ShardError> {
-    let mut polls = 0;
-    loop {
-        let done = match ensure_at_once(ensure(cfg, env)?).await {
-            Ok(done) => done,
-            Err(waiting) => {
-                let shared = waiting.shared();
-                ctx.wait_until(shared.clone().map(drop));
-                shared.await
-            }
-        };
-        match done {
-            Err(e) if e.code == ErrorCode::SliceLoading && polls < LOAD_POLLS => {
-                polls += 1;
-                Delay::from(LOAD_POLL).await;
-            }
-            done => return done,
+/// `Shard::ensure` under `ctx.waitUntil` when it must wait for storage (a load, a manifest
+/// check): this request awaits it, but its caller going away does not cancel it (Workers cancel
+/// a request's own work when its client disconnects).
+async fn ensure_kept_alive(
+    cfg: &Settings,
+    env: &Env,
+    ctx: &Context,
+) -> Result<Residency, ShardError> {
+    match ensure_at_once(ensure(cfg, env)?).await {
+        Ok(done) => done,
+        Err(waiting) => {
+            let shared = waiting.shared();
+            ctx.wait_until(shared.clone().map(drop));
+            shared.await
         }
     }
+}
+
+/// Makes sure the slice is resident, waiting for another request's load on this request's own
+/// timer (`cobordism_shard::wait_resident` says how long).
+async fn resident(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Residency, ShardError> {
+    let sleep = |ms: f64| Delay::from(Duration::from_secs_f64(ms / 1000.0));
+    wait_resident(|| ensure_kept_alive(cfg, env, ctx), sleep).await
 }
 
 /// `POST /cobordism-lm-head/warm`: starts loading the slice (or checking its manifest) and

@@ -9,6 +9,8 @@
 //!   bits it would get alone;
 //! * [`BodyPool`]: request bodies held in a bounded pool of buffers; [`declared_length`]: how
 //!   their headers frame them, judged before they are read;
+//! * [`wait_resident`]: a request that finds the slice loading waits for that load;
+//! * [`Settings::from_vars`]: the Worker's variables, their defaults and ranges;
 //! * [`ShardError`]: every error answer, with what is for the caller and what for the log.
 
 mod bodies;
@@ -19,6 +21,7 @@ pub mod ranges;
 mod resident;
 mod settings;
 mod store;
+mod waiting;
 
 pub use bodies::{too_large, Body, BodyPool};
 pub use coalesce::{Answer, Arrival, Coalescer, PassStats, MAX_TURNS};
@@ -28,3 +31,4 @@ pub use ranges::{DEFAULT_LOAD_STREAMS, MAX_LOAD_STREAMS};
 pub use resident::{replaced, Health, Residency, Resident, Shard};
 pub use settings::Settings;
 pub use store::{Chunk, Host, Object, ObjectBody, StoreError};
+pub use waiting::{wait_resident, LOAD_POLLS, LOAD_POLL_MS};

@@ -1,0 +1,75 @@
+//! `wait_resident`: a request that finds another request loading the slice waits for that load
+//! on its own timer (here the fake store's clock), takes over a loader that stalled, and gives up
+//! with `503 slice_loading` only after `LOAD_POLLS` asks.
+
+mod common;
+
+use std::cell::Cell;
+use std::future::ready;
+use std::pin::pin;
+
+use cobordism_shard::{wait_resident, Host, Settings, Shard, LOAD_POLLS, LOAD_POLL_MS};
+use common::*;
+
+/// Runs `wait_resident` over `shard` and `store`, each sleep moving the store's clock; the
+/// outcome and the number of sleeps.
+fn wait(shard: &Shard, cfg: &Settings, store: &Store) -> (&'static str, u32) {
+    let sleeps = Cell::new(0);
+    let sleep = |ms: f64| {
+        sleeps.set(sleeps.get() + 1);
+        store.advance(ms);
+        ready(())
+    };
+    let r = block_on(wait_resident(|| shard.ensure(cfg, store), sleep));
+    (code(r), sleeps.get())
+}
+
+#[test]
+fn a_request_that_finds_the_slice_loading_waits_for_that_load() {
+    let (store, shard, a) = (Store::default(), Shard::new(), model(21, 2));
+    let cfg = Settings {
+        load_stall_ms: 200.0,
+        ..settings(2)
+    };
+    store.upload(&a);
+    store.fault(|f| f.stall_at = Some(2 * CHUNK));
+    let mut first = pin!(shard.ensure(&cfg, &store));
+    assert!(poll_once(first.as_mut()).is_pending());
+    store.fault(|f| f.stall_at = None);
+    // The first loader never resumes (its client went away): after LOAD_STALL_MS of waiting the
+    // waiting request takes the load over and answers with the model's bits.
+    let (outcome, sleeps) = wait(&shard, &cfg, &store);
+    assert_eq!(outcome, "miss");
+    let stall_polls = (cfg.load_stall_ms / LOAD_POLL_MS) as u32;
+    assert!(
+        (stall_polls..=stall_polls + 1).contains(&sleeps),
+        "{sleeps} sleeps"
+    );
+    assert_eq!(resident_logits(&shard), logits_of(&a, 0));
+}
+
+#[test]
+fn a_request_gives_up_with_slice_loading_after_its_polls() {
+    let (store, shard, a) = (Store::default(), Shard::new(), model(22, 2));
+    let cfg = Settings {
+        load_stall_ms: 1e9,
+        ..settings(2)
+    };
+    store.upload(&a);
+    store.fault(|f| f.stall_at = Some(2 * CHUNK));
+    let mut first = pin!(shard.ensure(&cfg, &store));
+    assert!(poll_once(first.as_mut()).is_pending());
+    let start = store.now_ms();
+    assert_eq!(wait(&shard, &cfg, &store), ("slice_loading", LOAD_POLLS));
+    assert_eq!(store.now_ms() - start, 10_000.0, "ten seconds of waiting");
+}
+
+#[test]
+fn any_other_answer_is_given_at_once() {
+    let (store, shard, cfg, a) = (Store::default(), Shard::new(), settings(2), model(23, 2));
+    assert_eq!(wait(&shard, &cfg, &store), ("manifest_missing", 0));
+    store.upload(&a);
+    store.advance(cfg.load_retry_ms);
+    assert_eq!(wait(&shard, &cfg, &store), ("miss", 0));
+    assert_eq!(wait(&shard, &cfg, &store), ("hit", 0));
+}
