@@ -8,22 +8,29 @@
 //! nothing can join a pass while it runs. What joins are the requests whose bodies arrived
 //! while it ran: after its body is read and checked, a request *enqueues* its job and *yields*
 //! to the event loop (the host's `next_turn`; in the Worker a zero-delay timer), so that every
-//! request whose I/O completed meanwhile enqueues too. A request takes several turns of the
-//! event loop to read its body, and under load each turn may hold other isolates' passes, so
-//! the request keeps yielding — at most [`MAX_TURNS`] times — while its pass would not be full
-//! and either other requests are on their way (arrived in the isolate, [`Arrival`], and not
-//! yet queued) or the isolate is *loaded* (its last pass had company). Measured with eight
-//! shards and 16 closed-loop decoding streams (benches/serving), waiting only for arrivals gave
-//! passes of ~2 vectors — callers' requests reach the isolate spread over the others' passes —
-//! and waiting the turns out under load gave ~7. A lone caller is never loaded: it yields once.
-//! Then,
-//! until its own answer is there, it runs passes: each takes the oldest waiting job and, in
-//! arrival order, the jobs of the same precision that fit in `MAX_BATCH` vectors, computes them
-//! against the slice resident *now* and encodes each job's answer in its own form. Whoever
-//! wakes first computes for the others; a job never waits for one particular request, so a
-//! caller that went away stalls nobody: its job is computed with the others' (the runtime may
-//! keep a request it never resumes), or leaves the queue with its body buffer the moment the
-//! runtime drops the request.
+//! request whose I/O completed meanwhile enqueues too. Before each turn a waiting request
+//! decides, with `turns` the turns it has yielded so far:
+//!
+//! | its answer is there | `turns` | pass full (`MAX_BATCH` vectors queued) | others arriving, or the isolate loaded | then |
+//! |---|---|---|---|---|
+//! | yes | any | any | any | return it |
+//! | no | 0 | any | any | yield |
+//! | no | 1 … [`MAX_TURNS`] − 1 | no | yes | yield |
+//! | no | otherwise | | | run a pass |
+//!
+//! *Arriving*: requests counted in the isolate ([`Arrival`]) that have not queued their job yet.
+//! *Loaded*: the last pass computed more than one job or left some queued. A lone caller is
+//! never loaded and has nobody arriving: it yields once. Under load a request yields until its
+//! pass is full or its turns are out, because callers' requests reach the isolate spread over
+//! the others' passes (docs/BENCHMARKS-notes.md, "Passes fill only if requests wait for each
+//! other", has the measurements). Without `next_turn` (coalescing off) it never yields.
+//!
+//! A pass takes the oldest waiting job and, in arrival order, the jobs of the same precision
+//! that fit in `MAX_BATCH` vectors, computes them against the slice resident *now* and encodes
+//! each job's answer in its own form. Whoever wakes first computes for the others; a job never
+//! waits for one particular request, so a caller that went away stalls nobody: its job is
+//! computed with the others' (the runtime may keep a request it never resumes), or leaves the
+//! queue with its body buffer the moment the runtime drops the request.
 //!
 //! Memory stays what `cobordism_protocol::MemoryNeed` counts: a waiting job holds the body
 //! buffer it was received into (so the body pool still bounds how many wait), and one pass at a
@@ -42,8 +49,9 @@ use crate::bodies::Body;
 use crate::error::ShardError;
 use crate::resident::{replaced, Shard};
 
-/// Most turns of the event loop a request waits for others to join its pass (the first, then
-/// more only while other requests are on their way: arrived in the isolate, not yet queued).
+/// Most turns of the event loop a request yields for others to join its pass: the first always,
+/// the others only while its pass is not full and other requests are arriving or the isolate is
+/// loaded (the module's table).
 pub const MAX_TURNS: usize = 8;
 
 /// One request's answer.

@@ -12,7 +12,7 @@
 //!      request takes over ─┘                                        │ retry w/ backoff
 //!                                                                   ▼ new version    │
 //!                        budget holds both: load beside, serve the old meanwhile ────┘
-//!                        it does not: drop the old, load (503 slice_loading meanwhile)
+//!                        it does not: drop the old, load (slice_loading meanwhile)
 //! ```
 //!
 //! * The slice is read as several concurrent ranges ([`crate::ranges`], `LOAD_STREAMS`), each
@@ -20,10 +20,12 @@
 //!   reservation is `503 out_of_memory`, not an abort), so the peak is one copy of the slice
 //!   plus a chunk per stream. Nothing is kept unless every byte arrived from one version of the
 //!   object and the whole object's checksum matches the manifest.
-//! * The buffer lives in the state, not in the loading request: requests arriving meanwhile
-//!   get `503 slice_loading` + `Retry-After` instead of awaiting the loader (Workers cancel a
-//!   request that awaits another request's promise), and a stalled loader (its client gone, its
-//!   future never resumed) is taken over by the next request, which reuses the buffer.
+//! * The buffer lives in the state, not in the loading request: [`Shard::ensure`] answers a
+//!   request arriving meanwhile `503 slice_loading` at once instead of making it await the
+//!   loader (Workers cancel a request that awaits another request's promise); the request then
+//!   waits on its own timer and asks again ([`crate::wait_resident`]). A stalled loader (its
+//!   client gone, its future never resumed) is taken over by the next ask, which reuses the
+//!   buffer.
 //! * Stale-while-revalidate: a resident slice keeps answering while its manifest is checked; a
 //!   failed check (store error, manifest gone or invalid, new version failing to load) keeps
 //!   it, retries after 1, 2, 4 … 60 s, and shows in [`Shard::health`]. Only a *successful* check
