@@ -14,7 +14,7 @@ use cobordism_protocol::sampling::{
     check_temperature, logprobs, merge_log_sum_exp, merge_top_k, merge_winners, sample, sample_all,
     Part, Sampled, Sampling, MAX_TEMPERATURE, MIN_TEMPERATURE,
 };
-use cobordism_protocol::{Form, Manifest, TopK, MAX_TOP_K};
+use cobordism_protocol::{Form, Manifest, Noise, TopK, MAX_TOP_K};
 
 use crate::logits::{assemble, print_timings, sections, Input, Source};
 use crate::tokens::Vocabulary;
@@ -121,7 +121,7 @@ fn draw(
     if !s.filtered() {
         let form = Form::Sample {
             temperature: s.temperature,
-            seed: s.seed,
+            noise: Noise::Seed(s.seed),
         };
         let (replies, timings) = source.ask(manifest, hidden, &form)?;
         show(timings.as_deref());

@@ -29,18 +29,54 @@ pub enum Form {
     Logits,
     /// The top `k` and the log-sum-exp at `temperature`.
     TopK { k: usize, temperature: f32 },
-    /// The Gumbel-max winner under `seed` at `temperature` (vector `v` with the noise of
-    /// `(seed, v)`).
-    Sample { temperature: f32, seed: u64 },
-    /// The Gumbel-max winner of vector `j` with the noise of `noise[j] = (seed, vector index)`:
-    /// requests of several callers merged into one (`@cobordism/client`'s coalescing) each keep
-    /// the noise, and so the token, they would get alone.
-    SampleEach {
-        temperature: f32,
-        noise: Vec<(u64, u32)>,
-    },
+    /// The Gumbel-max winner of each vector at `temperature`, vector `v` with the noise of
+    /// `noise.of(v)`.
+    Sample { temperature: f32, noise: Noise },
     /// The logits of `tokens` that fall in the slice, and the log-sum-exp at `temperature`.
     Tokens { tokens: Vec<u32>, temperature: f32 },
+}
+
+/// The Gumbel noise each hidden vector of a sample draws: a `(seed, vector index)` pair.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Noise {
+    /// `seed=S`: vector `v` draws `(S, v)`.
+    Seed(u64),
+    /// `seeds=S:V,…`: vector `j` draws the `j`-th pair, one per vector. Requests of several
+    /// callers merged into one (`@cobordism/client`'s coalescing) each keep the noise, and so
+    /// the token, they would get alone.
+    Each(Vec<(u64, u32)>),
+}
+
+impl Noise {
+    /// The `(seed, vector index)` vector `v` draws.
+    pub fn of(&self, v: usize) -> (u64, u32) {
+        match self {
+            Noise::Seed(seed) => (*seed, v as u32),
+            Noise::Each(pairs) => pairs[v],
+        }
+    }
+
+    /// `bad_seed` unless there is noise for each of `n` vectors.
+    fn check(&self, n: usize) -> Result<(), FormError> {
+        match self {
+            Noise::Each(pairs) if pairs.len() != n => Err(refuse(
+                ErrorCode::BadSeed,
+                format!("seeds gives {} seeds for {n} hidden vectors", pairs.len()),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The query's parameter: `seed=S` or `seeds=S:V,…`.
+    fn query(&self) -> String {
+        match self {
+            Noise::Seed(seed) => format!("seed={seed}"),
+            Noise::Each(pairs) => {
+                let pairs: Vec<String> = pairs.iter().map(|(s, v)| format!("{s}:{v}")).collect();
+                format!("seeds={}", pairs.join(","))
+            }
+        }
+    }
 }
 
 /// A query the shard refuses, or logits it cannot answer with: the error code and a sentence
@@ -109,15 +145,15 @@ impl Query {
         let precision = precision.map_or(Ok(Precision::Exact), |v| {
             Precision::parse(v).map_err(|d| refuse(ErrorCode::BadPrecision, d))
         })?;
-        let seed = match (seed, seeds) {
+        let noise = match (seed, seeds) {
             (Some(_), Some(_)) => {
                 return Err(refuse(ErrorCode::BadQuery, "seed and seeds: give one"))
             }
-            (Some(s), None) => Some(Noise::One(s)),
-            (None, Some(list)) => Some(Noise::Each(list)),
+            (Some(s), None) => Some(parse_seed(s).map(Noise::Seed)),
+            (None, Some(list)) => Some(parse_noise(list).map(Noise::Each)),
             (None, None) => None,
         };
-        let form = Form::from_values(top_k, temperature, seed, tokens)?;
+        let form = Form::from_values(top_k, temperature, noise, tokens)?;
         Ok(Query { form, precision })
     }
 
@@ -141,15 +177,16 @@ impl Form {
         Query::parse(query).map(|q| q.form)
     }
 
-    /// The form from the values of `top_k`, `temperature`, `seed` (or `seeds`) and `tokens`.
+    /// The form from the values of `top_k`, `temperature`, `seed` (or `seeds`, read as far as
+    /// the noise) and `tokens`.
     fn from_values(
         top_k: Option<&str>,
         temperature: Option<&str>,
-        seed: Option<Noise>,
+        noise: Option<Result<Noise, FormError>>,
         tokens: Option<&str>,
     ) -> Result<Form, FormError> {
         let t = temperature.map(parse_temperature).transpose()?;
-        match (top_k, seed, tokens) {
+        match (top_k, noise, tokens) {
             (None, None, None) if t.is_none() => Ok(Form::Logits),
             (None, None, None) => Err(refuse(
                 ErrorCode::BadQuery,
@@ -162,15 +199,9 @@ impl Form {
             (None, Some(noise), None) => {
                 let temperature =
                     t.ok_or_else(|| refuse(ErrorCode::BadQuery, "seed needs temperature"))?;
-                Ok(match noise {
-                    Noise::One(s) => Form::Sample {
-                        temperature,
-                        seed: parse_seed(s)?,
-                    },
-                    Noise::Each(list) => Form::SampleEach {
-                        temperature,
-                        noise: parse_noise(list)?,
-                    },
+                Ok(Form::Sample {
+                    temperature,
+                    noise: noise?,
                 })
             }
             (None, None, Some(ids)) => Ok(Form::Tokens {
@@ -209,14 +240,8 @@ impl Form {
         if *self == Form::Logits {
             return Ok(encode_f32(logits));
         }
-        if let Form::SampleEach { noise, .. } = self {
-            let n = logits.len() / rows;
-            if noise.len() != n {
-                return Err(refuse(
-                    ErrorCode::BadSeed,
-                    format!("seeds gives {} seeds for {n} hidden vectors", noise.len()),
-                ));
-            }
+        if let Form::Sample { noise, .. } = self {
+            noise.check(logits.len() / rows)?;
         }
         let mut out = Vec::new();
         for (v, section) in logits.chunks_exact(rows).enumerate() {
@@ -225,11 +250,8 @@ impl Form {
                 Form::TopK { k, temperature } => {
                     TopK::compute_at(section, row_start, *k, *temperature)
                 }
-                Form::Sample { temperature, seed } => {
-                    slice_winner(section, row_start, *temperature, *seed, v as u32)
-                }
-                Form::SampleEach { temperature, noise } => {
-                    let (seed, index) = noise[v];
+                Form::Sample { temperature, noise } => {
+                    let (seed, index) = noise.of(v);
                     slice_winner(section, row_start, *temperature, seed, index)
                 }
                 Form::Tokens {
@@ -269,7 +291,6 @@ impl Form {
             Form::Logits => None,
             Form::TopK { temperature, .. }
             | Form::Sample { temperature, .. }
-            | Form::SampleEach { temperature, .. }
             | Form::Tokens { temperature, .. } => Some(*temperature),
         }
     }
@@ -279,10 +300,8 @@ impl Form {
         match self {
             Form::Logits => String::new(),
             Form::TopK { k, temperature } => format!("top_k={k}&temperature={temperature}"),
-            Form::Sample { temperature, seed } => format!("temperature={temperature}&seed={seed}"),
-            Form::SampleEach { temperature, noise } => {
-                let pairs: Vec<String> = noise.iter().map(|(s, v)| format!("{s}:{v}")).collect();
-                format!("temperature={temperature}&seeds={}", pairs.join(","))
+            Form::Sample { temperature, noise } => {
+                format!("temperature={temperature}&{}", noise.query())
             }
             Form::Tokens {
                 tokens,
@@ -299,7 +318,7 @@ impl Form {
         match self {
             Form::Logits => "logits",
             Form::TopK { .. } => "top_k",
-            Form::Sample { .. } | Form::SampleEach { .. } => "sample",
+            Form::Sample { .. } => "sample",
             Form::Tokens { .. } => "tokens",
         }
     }
@@ -316,12 +335,6 @@ fn parse_temperature(value: &str) -> Result<f32, FormError> {
             temperature_error(format_args!("{value:?}")),
         )
     })
-}
-
-/// `seed` or `seeds`, still unparsed.
-enum Noise<'a> {
-    One(&'a str),
-    Each(&'a str),
 }
 
 fn parse_seed(s: &str) -> Result<u64, FormError> {
@@ -405,7 +418,7 @@ mod tests {
             parse("temperature=2&seed=18446744073709551615"),
             Ok(Form::Sample {
                 temperature: 2.0,
-                seed: u64::MAX
+                noise: Noise::Seed(u64::MAX)
             })
         );
         assert_eq!(
@@ -427,15 +440,15 @@ mod tests {
             },
             Form::Sample {
                 temperature: 0.01,
-                seed: u64::MAX,
+                noise: Noise::Seed(u64::MAX),
             },
             Form::Tokens {
                 tokens: vec![0, 262_143],
                 temperature: 2.5,
             },
-            Form::SampleEach {
+            Form::Sample {
                 temperature: 0.8,
-                noise: vec![(u64::MAX, 0), (7, 3)],
+                noise: Noise::Each(vec![(u64::MAX, 0), (7, 3)]),
             },
         ] {
             assert_eq!(parse(&form.query()), Ok(form.clone()));
@@ -508,18 +521,18 @@ mod tests {
     fn each_vector_keeps_the_noise_it_has_alone() {
         // Vector 1 of a batch asked with seed 9, and vector 0 asked alone with seed 4, merged.
         let rows = [[0.5f32, 1.0, 0.9], [2.0, 2.1, 1.9]];
-        let each = Form::SampleEach {
+        let each = Form::Sample {
             temperature: 1.0,
-            noise: vec![(9, 1), (4, 0)],
+            noise: Noise::Each(vec![(9, 1), (4, 0)]),
         };
         let merged = each.encode(&rows.concat(), 3, 10).unwrap();
         let batch = Form::Sample {
             temperature: 1.0,
-            seed: 9,
+            noise: Noise::Seed(9),
         };
         let alone = Form::Sample {
             temperature: 1.0,
-            seed: 4,
+            noise: Noise::Seed(4),
         };
         let first = TopK::decode_all(&batch.encode(&[[0.0; 3], rows[0]].concat(), 3, 10).unwrap())
             .unwrap()

@@ -34,7 +34,7 @@ pub use budget::{
 };
 pub use checksum::Checksum;
 pub use error_code::ErrorCode;
-pub use form::{Form, FormError, Query};
+pub use form::{Form, FormError, Noise, Query};
 pub use hidden::{
     check_hidden, decode_hidden, decode_hidden_into, encode_f32, max_body_bytes, HiddenError,
     MAX_BATCH,

@@ -9,7 +9,7 @@
 use cobordism_protocol::sampling::{
     merge_top_k, merge_winners, sample, score, Part, Sampled, Sampling, Undecided,
 };
-use cobordism_protocol::{Form, TopK};
+use cobordism_protocol::{Form, Noise, TopK};
 
 /// Deterministic logits with ties and a few repeated values (splitmix64 → [-8, 8) in 1/64 steps).
 fn logits(vocab: usize, seed: u64) -> Vec<f32> {
@@ -109,7 +109,7 @@ fn sharded(all: &[f32], shards: usize, s: &Sampling, k: usize) -> Result<Sampled
     if !s.filtered() {
         let form = Form::Sample {
             temperature: s.temperature,
-            seed: s.seed,
+            noise: Noise::Seed(s.seed),
         };
         let winners: Vec<TopK> = answers(all, shards, &form)
             .into_iter()

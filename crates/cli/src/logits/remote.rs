@@ -406,7 +406,7 @@ fn decode(form: &Form, shard: &ShardEntry, bytes: &[u8]) -> Result<Reply, String
     }
     let most = match form {
         Form::TopK { k, .. } => (*k).min(shard.row_count),
-        Form::Sample { .. } | Form::SampleEach { .. } => 1,
+        Form::Sample { .. } => 1,
         Form::Tokens { tokens, .. } => tokens.len(),
         Form::Logits => unreachable!("decoded above"),
     };
