@@ -17,7 +17,7 @@ use std::rc::Rc;
 
 use cobordism_protocol::ErrorCode;
 
-use crate::error::ShardError;
+use crate::error::{reserve, ShardError};
 
 /// A body that received nothing for this long gives up its slot to the next request.
 pub const STALL_MS: f64 = 10_000.0;
@@ -94,9 +94,7 @@ impl BodyPool {
         let slot = &mut pool.slots[index];
         slot.buf.clear();
         slot.buf.shrink_to(cap);
-        slot.buf
-            .try_reserve_exact(cap)
-            .map_err(|_| ShardError::out_of_memory(format_args!("{cap} bytes for a body")))?;
+        reserve(&mut slot.buf, cap, format_args!("{cap} bytes for a body"))?;
         slot.lease = lease;
         slot.last_progress_ms = now_ms;
         Ok(Body {

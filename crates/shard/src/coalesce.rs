@@ -46,7 +46,7 @@ use cobordism_protocol::{
 };
 
 use crate::bodies::Body;
-use crate::error::ShardError;
+use crate::error::{reserve, ShardError};
 use crate::resident::{replaced, Shard};
 
 /// Most turns of the event loop a request yields for others to join its pass: the first always,
@@ -236,9 +236,11 @@ impl Coalescer {
                     return Err(replaced());
                 }
                 let mut xs = Vec::new();
-                xs.try_reserve_exact(vectors * hidden).map_err(|_| {
-                    ShardError::out_of_memory(format_args!("{vectors} vectors for a pass"))
-                })?;
+                reserve(
+                    &mut xs,
+                    vectors * hidden,
+                    format_args!("{vectors} vectors for a pass"),
+                )?;
                 for job in &jobs {
                     job.body
                         .with(|bytes| decode_hidden_into(bytes, hidden, &mut xs))?

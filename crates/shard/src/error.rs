@@ -92,12 +92,22 @@ impl fmt::Display for ShardError {
     }
 }
 
-/// `len` zeros, or `503 out_of_memory` if memory cannot grow that far (an infallible allocation
-/// would abort a wasm instance instead).
+/// Room for exactly `additional` more elements in `v`, or `503 out_of_memory` naming `what` if
+/// memory cannot grow that far: every allocation a request's size or the slice's decides goes
+/// through here, since an infallible one would abort a wasm instance instead.
+pub(crate) fn reserve<T>(
+    v: &mut Vec<T>,
+    additional: usize,
+    what: impl fmt::Display,
+) -> Result<(), ShardError> {
+    v.try_reserve_exact(additional)
+        .map_err(|_| ShardError::out_of_memory(what))
+}
+
+/// `len` zeros, or `503 out_of_memory` ([`reserve`]).
 pub(crate) fn zeroed<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T>, ShardError> {
     let mut v = Vec::new();
-    v.try_reserve_exact(len)
-        .map_err(|_| ShardError::out_of_memory(format_args!("{len} elements for {what}")))?;
+    reserve(&mut v, len, format_args!("{len} elements for {what}"))?;
     v.resize(len, T::default());
     Ok(v)
 }

@@ -40,7 +40,7 @@ use cobordism_protocol::{
 };
 use kquant::QMatrix;
 
-use crate::error::{zeroed, ShardError};
+use crate::error::{reserve, zeroed, ShardError};
 use crate::ranges::{read_ranges, ReadFailure};
 use crate::settings::Settings;
 use crate::store::{Chunk, Host, Object, ObjectBody};
@@ -508,8 +508,7 @@ impl Shard {
         let key = cfg.object_key(&entry.key);
         let size = usize::try_from(entry.bytes).map_err(|_| corrupt(&key, "size", "too large"))?;
         buf.clear();
-        buf.try_reserve_exact(size)
-            .map_err(|_| ShardError::out_of_memory(format_args!("{size} bytes for {key}")))?;
+        reserve(&mut buf, size, format_args!("{size} bytes for {key}"))?;
         let scratch = zeroed(
             MAX_BATCH * manifest.quant_type().scratch_len(manifest.hidden),
             "the kernels' scratch",
