@@ -46,8 +46,8 @@ use cobordism_protocol::{
 };
 
 use crate::bodies::Body;
-use crate::error::{reserve, ShardError};
-use crate::resident::{replaced, Shard};
+use crate::error::{replaced, reserve, ShardError};
+use crate::resident::Shard;
 
 /// Most turns of the event loop a request yields for others to join its pass: the first always,
 /// the others only while its pass is not full and other requests are arriving or the isolate is

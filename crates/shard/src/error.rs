@@ -111,3 +111,50 @@ pub(crate) fn zeroed<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T
     v.resize(len, T::default());
     Ok(v)
 }
+
+/// `503 slice_loading`: another request is loading the slice (`received` of `expected` bytes in).
+pub(crate) fn loading(received: u64, expected: u64) -> ShardError {
+    ShardError::new(
+        ErrorCode::SliceLoading,
+        format!(
+            "the slice is being loaded ({:.0}% done); retry shortly",
+            100.0 * received as f64 / expected.max(1) as f64
+        ),
+    )
+}
+
+/// `503 slice_loading`: the slice a request was checked against was replaced (or dropped)
+/// before its answer was computed.
+pub fn replaced() -> ShardError {
+    ShardError::new(ErrorCode::SliceLoading, "the slice was replaced; retry")
+}
+
+/// `503 slice_loading`: the load a request ran was taken over by another (it had stalled).
+pub(crate) fn superseded() -> ShardError {
+    ShardError::new(
+        ErrorCode::SliceLoading,
+        "another request took over loading the slice; retry shortly",
+    )
+}
+
+/// `503 slice_corrupt`: the object does not match the manifest in `aspect` (no retry: the
+/// same bytes give the same mismatch until the model is uploaded again).
+pub(crate) fn corrupt(key: &str, aspect: &str, what: impl fmt::Display) -> ShardError {
+    ShardError::new(
+        ErrorCode::SliceCorrupt,
+        format!(
+            "this shard's slice does not match its manifest ({aspect}); upload the model again \
+             (cobordism upload)"
+        ),
+    )
+    .with_internal(format_args!("{key}: {what}"))
+}
+
+/// `503 storage_unavailable`: the object store failed; `what` for the log.
+pub(crate) fn store_failed(what: impl fmt::Display) -> ShardError {
+    ShardError::new(
+        ErrorCode::StorageUnavailable,
+        "the shard could not read its model from storage; retry shortly",
+    )
+    .with_internal(what)
+}

@@ -25,10 +25,10 @@ mod waiting;
 
 pub use bodies::{too_large, Body, BodyPool};
 pub use coalesce::{Answer, Arrival, Coalescer, PassStats, MAX_TURNS};
-pub use error::ShardError;
+pub use error::{replaced, ShardError};
 pub use framing::{declared_length, unreadable};
 pub use ranges::{DEFAULT_LOAD_STREAMS, MAX_LOAD_STREAMS};
-pub use resident::{replaced, Health, Residency, Resident, Shard};
+pub use resident::{Health, Residency, Resident, Shard};
 pub use settings::Settings;
 pub use store::{Chunk, Host, Object, ObjectBody, StoreError};
 pub use waiting::{wait_resident, LOAD_POLLS, LOAD_POLL_MS};

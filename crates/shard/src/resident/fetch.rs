@@ -1,0 +1,209 @@
+//! The load: the manifest read and checked, then this shard's slice streamed into one buffer as
+//! concurrent ranges ([`crate::ranges`]) under a running checksum, kept only if every byte came
+//! from one version of the object and the whole object's checksum matches the manifest.
+
+use core::cell::RefCell;
+
+use cobordism_protocol::{
+    Checksum, ErrorCode, Manifest, MemoryNeed, MAX_BATCH, MAX_MANIFEST_BYTES,
+};
+
+use super::{Resident, Shard};
+use crate::error::{corrupt, reserve, store_failed, superseded, zeroed, ShardError};
+use crate::ranges::{read_ranges, ReadFailure};
+use crate::settings::Settings;
+use crate::store::{Chunk, Host, Object, ObjectBody};
+
+/// Reads the whole of `body`, refusing more than `cap` bytes.
+async fn read_all(body: &mut impl ObjectBody, cap: u64) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    while let Some(chunk) = body.next_chunk().await.map_err(|e| e.to_string())? {
+        let at = out.len();
+        if (at + chunk.len()) as u64 > cap {
+            return Err(format!("longer than {cap} bytes"));
+        }
+        out.resize(at + chunk.len(), 0);
+        chunk.copy_to(&mut out[at..]);
+    }
+    Ok(out)
+}
+
+/// The object `key`; `503 storage_unavailable` if the store fails (worth a retry), and
+/// `missing` (built from the key) if there is no such object (not worth one: the bucket has to
+/// change first).
+async fn get_object<H: Host>(
+    host: &H,
+    key: &str,
+    missing: impl FnOnce(&str) -> ShardError,
+) -> Result<Object<H::Body>, ShardError> {
+    host.get(key)
+        .await
+        .map_err(|e| store_failed(format_args!("reading {key}: {e}")))?
+        .ok_or_else(|| missing(key))
+}
+
+/// Reads and validates the manifest: its etag and content.
+pub(super) async fn read_manifest<H: Host>(
+    cfg: &Settings,
+    host: &H,
+) -> Result<(String, Manifest), ShardError> {
+    let key = cfg.manifest_key();
+    let missing = |key: &str| {
+        ShardError::new(
+            ErrorCode::ManifestMissing,
+            format!(
+                "no model manifest at {key:?} in the shard's bucket: upload the model under the \
+                 prefix {:?} (cobordism upload --prefix), or set MODEL_PREFIX to the prefix it was \
+                 uploaded under",
+                cfg.prefix
+            ),
+        )
+    };
+    let object = get_object(host, &key, missing).await?;
+    let invalid = |what: String| {
+        ShardError::new(
+            ErrorCode::ManifestInvalid,
+            format!(
+                "the model manifest {key:?} is invalid; upload the model again (its operator \
+                 finds why in the Worker's log)"
+            ),
+        )
+        .with_internal(format_args!("{key}: {what}"))
+    };
+    let mut body = object.body;
+    let json = read_all(&mut body, MAX_MANIFEST_BYTES as u64)
+        .await
+        .map_err(invalid)?;
+    let manifest = Manifest::parse(&json).map_err(|e| invalid(e.to_string()))?;
+    if manifest.shard_count != cfg.shard_count {
+        return Err(ShardError::config(format_args!(
+            "the manifest has {} shards, this worker is configured for SHARD_COUNT {}",
+            manifest.shard_count, cfg.shard_count
+        )));
+    }
+    Ok((object.etag, manifest))
+}
+
+impl Shard {
+    /// Reads the manifest (unless given) and streams this shard's slice into `buf`.
+    pub(super) async fn fetch<H: Host>(
+        &self,
+        cfg: &Settings,
+        host: &H,
+        generation: u64,
+        mut buf: Vec<u8>,
+        known: Option<(String, Manifest)>,
+    ) -> Result<Box<Resident>, ShardError> {
+        let (etag, manifest) = match known {
+            Some(k) => k,
+            None => read_manifest(cfg, host).await?,
+        };
+        let entry = manifest
+            .shards
+            .get(cfg.shard_index)
+            .cloned()
+            .ok_or_else(|| ShardError::config("SHARD_INDEX is not in the manifest"))?;
+        let need = MemoryNeed::of_shard(&manifest, &entry);
+        if !need.fits(cfg.budget_bytes) {
+            return Err(ShardError::new(
+        ErrorCode::OverBudget,
+                format!(
+                    "this shard's slice needs {:.1} MiB of wasm memory with its buffers, more \
+                     than MEMORY_BUDGET_MIB allows; cut the model into more shards (cobordism plan)",
+                    need.least_budget() as f64 / 1048576.0,
+                ),
+            )
+            .with_internal(format_args!(
+                "{}: needs {} bytes, budget {} bytes",
+                entry.key,
+                need.least_budget(),
+                cfg.budget_bytes
+            )));
+        }
+        let key = cfg.object_key(&entry.key);
+        let size = usize::try_from(entry.bytes).map_err(|_| corrupt(&key, "size", "too large"))?;
+        buf.clear();
+        reserve(&mut buf, size, format_args!("{size} bytes for {key}"))?;
+        let scratch = zeroed(
+            MAX_BATCH * manifest.quant_type().scratch_len(manifest.hidden),
+            "the kernels' scratch",
+        )?;
+        // Hand the reserved buffer to the state, so that it is never held by a request alone.
+        self.with_loading(generation, |l| {
+            l.buf = core::mem::take(&mut buf);
+            l.expected = entry.bytes;
+        })
+        .ok_or_else(superseded)?;
+        // The checksum follows the slice's filled prefix as it grows, so that a single stream
+        // is hashed while it arrives and the rest once the ranges before it are in.
+        let hashed = RefCell::new((Checksum::new(), 0usize));
+        let write = |at: u64, chunk: &<H::Body as ObjectBody>::Chunk, prefix: u64| {
+            let now = host.now_ms();
+            self.with_loading(generation, |l| {
+                // `read_ranges` keeps every chunk within its range, hence within the buffer,
+                // and `prefix` within the object.
+                let at = at as usize;
+                if l.buf.len() < size {
+                    // Ranges land at their offsets, in any order: zero the buffer (within its
+                    // reserved capacity) once the first bytes are in, not before the reads go
+                    // out, so that it overlaps the wait for them.
+                    l.buf.resize(size, 0);
+                }
+                chunk.copy_to(&mut l.buf[at..at + chunk.len()]);
+                l.received += chunk.len() as u64;
+                l.last_progress_ms = now;
+                let (checksum, done) = &mut *hashed.borrow_mut();
+                let prefix = prefix as usize;
+                if prefix > *done {
+                    checksum.update(&l.buf[*done..prefix]);
+                    *done = prefix;
+                }
+            })
+            .ok_or_else(superseded)
+        };
+        read_ranges(host, &key, entry.bytes, cfg.load_streams, &write)
+            .await
+            .map_err(|failure| match failure {
+                ReadFailure::Missing => ShardError::new(
+                    ErrorCode::SliceMissing,
+                    format!(
+                        "this shard's slice {key:?}, named by the manifest, is not in the \
+                         bucket: upload the model again (cobordism upload)"
+                    ),
+                ),
+                ReadFailure::Size(n) => {
+                    let what = format_args!("{n} bytes, manifest says {}", entry.bytes);
+                    corrupt(&key, "size", what)
+                }
+                ReadFailure::Store(why) => store_failed(format_args!("reading {key}: {why}")),
+                ReadFailure::Changed => store_failed(format_args!(
+                    "{key} was written while it was read; the next load reads it again"
+                )),
+                ReadFailure::Write(e) => e,
+            })?;
+        let slice = self
+            .with_loading(generation, |l| core::mem::take(&mut l.buf))
+            .ok_or_else(superseded)?;
+        let (checksum, done) = hashed.into_inner();
+        if done != size {
+            // `read_ranges` returned: every range is filled, so the prefix is the whole slice.
+            return Err(ShardError::internal(format_args!(
+                "{key}: {done} of {size} bytes hashed"
+            )));
+        }
+        let sum = checksum.finish();
+        if sum != entry.checksum {
+            let what = format_args!("checksum {sum}, manifest says {}", entry.checksum);
+            return Err(corrupt(&key, "checksum", what));
+        }
+        Ok(Box::new(Resident {
+            manifest,
+            entry,
+            need,
+            load_ms: 0.0,
+            etag,
+            slice,
+            scratch,
+        }))
+    }
+}
