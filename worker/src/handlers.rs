@@ -10,11 +10,10 @@ use cobordism_protocol::wire::{header, AnswerHeaders};
 use cobordism_protocol::{max_body_bytes, ErrorCode, Form, Query, MAX_HIDDEN};
 use cobordism_shard::{
     declared_length, replaced, too_large, unreadable, wait_resident, Body, BodyPool, Coalescer,
-    Residency, Settings, Shard, ShardError,
+    Isolate, PublicHealthReport, Residency, Settings, Shard, ShardError, WarmReport,
 };
 use futures_util::future::LocalBoxFuture;
 use futures_util::{FutureExt, StreamExt};
-use serde_json::json;
 use worker::{Context, Delay, Env, Headers, Request, Response};
 
 use crate::error::ApiError;
@@ -110,15 +109,8 @@ pub async fn warm(
             }
         })),
     }
-    let shard = SHARD.with(Rc::clone);
-    let health = shard.health(js_sys::Date::now());
-    let status = if health.state == "ready" { 200 } else { 202 };
-    let body = json!({
-        "shard_index": cfg.shard_index,
-        "state": health.state,
-        "loading_next": health.loading_next,
-    });
-    Ok(Response::from_json(&body)?.with_status(status))
+    let report = WarmReport::of(&SHARD.with(Rc::clone), cfg, js_sys::Date::now());
+    Ok(Response::from_json(&report)?.with_status(report.status()))
 }
 
 /// The reply form and precision the query asks for (every parameter at most once).
@@ -225,64 +217,28 @@ pub async fn lm_head(
         .fixed(answer.payload))
 }
 
-/// Since the isolate started: passes run, vectors computed, passes by vector count, their
-/// compute time where the clock moves (locally), and the requests waiting now.
-fn passes() -> serde_json::Value {
-    let passes = PASSES.with(Rc::clone);
-    let stats = passes.stats();
-    json!({
-        "count": stats.passes(),
-        "vectors": stats.vectors(),
-        "requests": stats.requests,
-        "by_vectors": stats.by_vectors,
-        "compute_ms": stats.compute_ms,
-        "waiting": passes.waiting(),
-    })
-}
-
 /// `GET /healthz` for callers without access: the state and nothing else.
 pub fn healthz_public() -> Result<Response, ApiError> {
-    let state = SHARD.with(|s| s.health(js_sys::Date::now()).state);
-    Ok(Response::from_json(&json!({ "state": state }))?)
+    let report = PublicHealthReport::of(&SHARD.with(Rc::clone), js_sys::Date::now());
+    Ok(Response::from_json(&report)?)
 }
 
 /// `GET /healthz`: the shard's state, without loading anything.
 pub fn healthz(cfg: &Settings) -> Result<Response, ApiError> {
-    let shard = SHARD.with(Rc::clone);
-    let health = shard.health(js_sys::Date::now());
-    let slice = shard.with_resident(|r| {
-        json!({
-            "row_start": r.entry.row_start,
-            "row_count": r.entry.row_count,
-            "dtype": r.manifest.dtype,
-            "layout": r.manifest.layout().name(),
-            "hidden": r.manifest.hidden,
-            "vocab": r.manifest.vocab,
-            "softcap": r.manifest.softcap,
-            "checksum": r.entry.checksum,
-            "manifest_version": r.manifest.version,
-            "bytes": r.entry.bytes,
-            "budget_need_bytes": r.need.least_budget(),
-            "bodies_in_flight_max": r.need.bodies_in_flight(cfg.budget_bytes),
-            "load_ms": r.load_ms,
-        })
+    let (shard, passes) = (SHARD.with(Rc::clone), PASSES.with(Rc::clone));
+    let report = BODIES.with(|bodies| {
+        Isolate {
+            shard: &shard,
+            passes: &passes,
+            bodies,
+        }
+        .health_report(
+            cfg,
+            js_sys::Date::now(),
+            wasm_memory_bytes(),
+            kquant::Backend::best().name(),
+            env!("CARGO_PKG_VERSION"),
+        )
     });
-    let body = json!({
-        "shard_index": cfg.shard_index,
-        "shard_count": cfg.shard_count,
-        "model_prefix": cfg.prefix,
-        "state": health.state,
-        "resident": slice.is_some(),
-        "loading_next": health.loading_next,
-        "checked_ms_ago": health.checked_ms_ago,
-        "last_check_error": health.last_check_error,
-        "slice": slice,
-        "wasm_memory_bytes": wasm_memory_bytes(),
-        "bodies_in_flight": BODIES.with(BodyPool::in_flight),
-        "passes": passes(),
-        "budget_bytes": cfg.budget_bytes,
-        "backend": kquant::Backend::best().name(),
-        "build_version": env!("CARGO_PKG_VERSION"),
-    });
-    Ok(Response::from_json(&body)?)
+    Ok(Response::from_json(&report)?)
 }

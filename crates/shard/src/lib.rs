@@ -11,6 +11,7 @@
 //!   their headers frame them, judged before they are read;
 //! * [`wait_resident`]: a request that finds the slice loading waits for that load;
 //! * [`Settings::from_vars`]: the Worker's variables, their defaults and ranges;
+//! * [`HealthReport`] and [`WarmReport`]: what `/healthz` and the warm-up answer;
 //! * [`ShardError`]: every error answer, with what is for the caller and what for the log.
 
 mod bodies;
@@ -18,6 +19,7 @@ mod coalesce;
 mod error;
 mod framing;
 pub mod ranges;
+mod report;
 mod resident;
 mod settings;
 mod store;
@@ -28,6 +30,7 @@ pub use coalesce::{Answer, Arrival, Coalescer, PassStats, MAX_TURNS};
 pub use error::{replaced, ShardError};
 pub use framing::{declared_length, unreadable};
 pub use ranges::{DEFAULT_LOAD_STREAMS, MAX_LOAD_STREAMS};
+pub use report::{HealthReport, Isolate, PassReport, PublicHealthReport, SliceReport, WarmReport};
 pub use resident::{Health, Residency, Resident, Shard};
 pub use settings::Settings;
 pub use store::{Chunk, Host, Object, ObjectBody, StoreError};

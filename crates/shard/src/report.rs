@@ -1,0 +1,201 @@
+//! What `GET /healthz` and `POST …/warm` answer, as types: built here from the shard's state,
+//! serialized by the Worker. docs/API.md describes each field.
+
+use serde::Serialize;
+
+use crate::{BodyPool, Coalescer, Settings, Shard};
+
+/// `GET /healthz` for a caller with access.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HealthReport {
+    /// `SHARD_INDEX`.
+    pub shard_index: usize,
+    /// `SHARD_COUNT`.
+    pub shard_count: usize,
+    /// `MODEL_PREFIX`.
+    pub model_prefix: String,
+    /// `empty`, `loading`, `ready` or `failed`.
+    pub state: &'static str,
+    /// Whether a slice is resident.
+    pub resident: bool,
+    /// A new version is loading beside the resident one.
+    pub loading_next: bool,
+    /// Since the last successful manifest check.
+    pub checked_ms_ago: Option<f64>,
+    /// Why the last manifest check (or, with nothing resident, the last load) failed.
+    pub last_check_error: Option<String>,
+    /// The resident slice.
+    pub slice: Option<SliceReport>,
+    /// Bytes of wasm linear memory in use.
+    pub wasm_memory_bytes: u64,
+    /// Request bodies being received or waiting for a pass.
+    pub bodies_in_flight: usize,
+    /// The passes since the isolate started.
+    pub passes: PassReport,
+    /// `MEMORY_BUDGET_MIB` in bytes.
+    pub budget_bytes: u64,
+    /// The kernels' backend (`simd128-relaxed`, `simd128`, …).
+    pub backend: &'static str,
+    /// The shard Worker's version.
+    pub build_version: &'static str,
+}
+
+/// The resident slice, in [`HealthReport`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SliceReport {
+    /// Its first row.
+    pub row_start: usize,
+    /// Its rows.
+    pub row_count: usize,
+    /// `q4_k` or `q6_k`.
+    pub dtype: String,
+    /// The bytes' layout (`ggml`, `packed6`).
+    pub layout: &'static str,
+    /// The hidden size.
+    pub hidden: usize,
+    /// Rows of the whole lm-head.
+    pub vocab: usize,
+    /// The soft cap, if any.
+    pub softcap: Option<f32>,
+    /// Its checksum from the manifest.
+    pub checksum: String,
+    /// The manifest's version.
+    pub manifest_version: String,
+    /// Its size.
+    pub bytes: u64,
+    /// The least budget it needs.
+    pub budget_need_bytes: u64,
+    /// Request bodies the budget allows at once.
+    pub bodies_in_flight_max: u64,
+    /// How long its load took (host clock).
+    pub load_ms: f64,
+}
+
+/// The passes since the isolate started, in [`HealthReport`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PassReport {
+    /// Passes run.
+    pub count: u64,
+    /// Vectors computed.
+    pub vectors: u64,
+    /// Requests answered.
+    pub requests: u64,
+    /// `by_vectors[i]`: passes of `i + 1` vectors.
+    pub by_vectors: [u64; cobordism_protocol::MAX_BATCH],
+    /// Their compute time where the host's clock moves (locally; 0 in production).
+    pub compute_ms: f64,
+    /// Requests waiting for a pass now.
+    pub waiting: usize,
+}
+
+/// One isolate's shard, passes and bodies: what a report reads.
+pub struct Isolate<'a> {
+    /// The slice's life cycle.
+    pub shard: &'a Shard,
+    /// The requests waiting for a pass, and the passes' statistics.
+    pub passes: &'a Coalescer,
+    /// The request bodies' buffers.
+    pub bodies: &'a BodyPool,
+}
+
+impl Isolate<'_> {
+    /// `/healthz` at `now_ms`, with the instance's wasm memory, backend and version.
+    pub fn health_report(
+        &self,
+        cfg: &Settings,
+        now_ms: f64,
+        wasm_memory_bytes: u64,
+        backend: &'static str,
+        build_version: &'static str,
+    ) -> HealthReport {
+        let health = self.shard.health(now_ms);
+        let slice = self.shard.with_resident(|r| SliceReport {
+            row_start: r.entry.row_start,
+            row_count: r.entry.row_count,
+            dtype: r.manifest.dtype.clone(),
+            layout: r.manifest.layout().name(),
+            hidden: r.manifest.hidden,
+            vocab: r.manifest.vocab,
+            softcap: r.manifest.softcap,
+            checksum: r.entry.checksum.clone(),
+            manifest_version: r.manifest.version.clone(),
+            bytes: r.entry.bytes,
+            budget_need_bytes: r.need.least_budget(),
+            bodies_in_flight_max: r.need.bodies_in_flight(cfg.budget_bytes),
+            load_ms: r.load_ms,
+        });
+        let stats = self.passes.stats();
+        HealthReport {
+            shard_index: cfg.shard_index,
+            shard_count: cfg.shard_count,
+            model_prefix: cfg.prefix.clone(),
+            state: health.state,
+            resident: slice.is_some(),
+            loading_next: health.loading_next,
+            checked_ms_ago: health.checked_ms_ago,
+            last_check_error: health.last_check_error,
+            slice,
+            wasm_memory_bytes,
+            bodies_in_flight: self.bodies.in_flight(),
+            passes: PassReport {
+                count: stats.passes(),
+                vectors: stats.vectors(),
+                requests: stats.requests,
+                by_vectors: stats.by_vectors,
+                compute_ms: stats.compute_ms,
+                waiting: self.passes.waiting(),
+            },
+            budget_bytes: cfg.budget_bytes,
+            backend,
+            build_version,
+        }
+    }
+}
+
+/// `GET /healthz` for a caller without access: the state and nothing else.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PublicHealthReport {
+    /// `empty`, `loading`, `ready` or `failed`.
+    pub state: &'static str,
+}
+
+impl PublicHealthReport {
+    /// The report for `shard` at `now_ms`.
+    pub fn of(shard: &Shard, now_ms: f64) -> PublicHealthReport {
+        PublicHealthReport {
+            state: shard.health(now_ms).state,
+        }
+    }
+}
+
+/// `POST …/warm`'s answer: `200` when the slice is resident, `202` while it loads.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WarmReport {
+    /// `SHARD_INDEX`.
+    pub shard_index: usize,
+    /// The life cycle's state.
+    pub state: &'static str,
+    /// A new version is loading beside the resident one.
+    pub loading_next: bool,
+}
+
+impl WarmReport {
+    /// The warm-up's answer for `shard` at `now_ms`.
+    pub fn of(shard: &Shard, cfg: &Settings, now_ms: f64) -> WarmReport {
+        let health = shard.health(now_ms);
+        WarmReport {
+            shard_index: cfg.shard_index,
+            state: health.state,
+            loading_next: health.loading_next,
+        }
+    }
+
+    /// `200` when the slice is resident, `202` while it is not (yet).
+    pub fn status(&self) -> u16 {
+        if self.state == "ready" {
+            200
+        } else {
+            202
+        }
+    }
+}

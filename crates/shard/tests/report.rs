@@ -1,0 +1,105 @@
+//! `/healthz` and the warm-up's answers as the Worker serializes them: their JSON fields, from
+//! an empty, a loading and a loaded shard.
+
+mod common;
+
+use std::pin::pin;
+
+use cobordism_shard::{BodyPool, Coalescer, Isolate, PublicHealthReport, Shard, WarmReport};
+use common::*;
+use serde_json::{json, Value};
+
+fn health(shard: &Shard, passes: &Coalescer, bodies: &BodyPool, now_ms: f64) -> Value {
+    let isolate = Isolate {
+        shard,
+        passes,
+        bodies,
+    };
+    let report = isolate.health_report(&settings(2), now_ms, 1 << 20, "scalar", "9.9.9");
+    serde_json::to_value(report).unwrap()
+}
+
+#[test]
+fn an_empty_shard_reports_its_settings_and_nothing_resident() {
+    let (shard, passes, bodies) = (Shard::new(), Coalescer::new(), BodyPool::default());
+    assert_eq!(
+        health(&shard, &passes, &bodies, 0.0),
+        json!({
+            "shard_index": 0,
+            "shard_count": 2,
+            "model_prefix": "model",
+            "state": "empty",
+            "resident": false,
+            "loading_next": false,
+            "checked_ms_ago": null,
+            "last_check_error": null,
+            "slice": null,
+            "wasm_memory_bytes": 1 << 20,
+            "bodies_in_flight": 0,
+            "passes": {
+                "count": 0,
+                "vectors": 0,
+                "requests": 0,
+                "by_vectors": [0, 0, 0, 0, 0, 0, 0, 0],
+                "compute_ms": 0.0,
+                "waiting": 0,
+            },
+            "budget_bytes": 100 << 20,
+            "backend": "scalar",
+            "build_version": "9.9.9",
+        })
+    );
+    let public = serde_json::to_value(PublicHealthReport::of(&shard, 0.0)).unwrap();
+    assert_eq!(public, json!({ "state": "empty" }));
+}
+
+#[test]
+fn a_loaded_shard_reports_its_slice() {
+    let (cfg, m) = (settings(2), model(31, 2));
+    let (store, shard) = loaded(&m, &cfg);
+    let (passes, bodies) = (Coalescer::new(), BodyPool::default());
+    store.advance(1500.0);
+    let report = health(&shard, &passes, &bodies, 1500.0);
+    let entry = &m.manifest.shards[0];
+    assert_eq!(report["state"], "ready");
+    assert_eq!(report["resident"], true);
+    assert_eq!(report["checked_ms_ago"], 1500.0);
+    let slice = &report["slice"];
+    assert_eq!(slice["row_start"], entry.row_start);
+    assert_eq!(slice["row_count"], entry.row_count);
+    assert_eq!(slice["bytes"], entry.bytes);
+    assert_eq!(slice["checksum"], entry.checksum.as_str());
+    assert_eq!(slice["manifest_version"], m.manifest.version.as_str());
+    assert_eq!(slice["dtype"], "q6_k");
+    assert_eq!(slice["layout"], "ggml");
+    assert_eq!(slice["hidden"], HIDDEN);
+    assert_eq!(slice["vocab"], VOCAB);
+    let fields: Vec<&str> = slice
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(fields.len(), 13, "{fields:?}");
+}
+
+#[test]
+fn the_warm_up_answers_202_while_loading_and_200_when_resident() {
+    let (store, shard, cfg, m) = (Store::default(), Shard::new(), settings(2), model(32, 2));
+    let warm = |shard: &Shard| WarmReport::of(shard, &cfg, 0.0);
+    assert_eq!(warm(&shard).status(), 202);
+    store.upload(&m);
+    store.fault(|f| f.stall_at = Some(CHUNK));
+    let mut load = pin!(shard.ensure(&cfg, &store));
+    assert!(poll_once(load.as_mut()).is_pending());
+    let loading = warm(&shard);
+    assert_eq!((loading.state, loading.status()), ("loading", 202));
+    store.gate.set(true);
+    assert_eq!(code(block_on(load)), "miss");
+    let ready = serde_json::to_value(warm(&shard)).unwrap();
+    assert_eq!(
+        ready,
+        json!({ "shard_index": 0, "state": "ready", "loading_next": false })
+    );
+    assert_eq!(warm(&shard).status(), 200);
+}
