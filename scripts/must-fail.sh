@@ -61,7 +61,8 @@ done
 unset KQUANT_PERTURB
 # The shard (crates/shard): its native tests must catch a pass that mixes up its requests, ranged
 # loads that keep two versions' bytes or checksum bytes not yet in, a request that does not wait
-# for another's load, and settings that let an out-of-range LOAD_STREAMS through.
+# for another's load, settings that let an out-of-range LOAD_STREAMS through, and a request
+# pipeline that reads the body before checking its declared length.
 declare -A shard_expected=(
   [pass_slices]="coalesce:ready_requests_join_one_pass_and_get_the_bits_they_get_alone coalesce:a_pass_holds_at_most_eight_vectors"
   [mixed_precision]="coalesce:precisions_and_forms_never_mix_in_a_way_that_changes_an_answer"
@@ -69,8 +70,9 @@ declare -A shard_expected=(
   [unordered_hash]="ranged_load:ranges_arriving_out_of_order_give_the_models_bits"
   [wait_gives_up]="waiting:a_request_that_finds_the_slice_loading_waits_for_that_load"
   [any_streams]="settings:values_out_of_range_or_not_numbers_are_refused"
+  [body_first]="pipeline:a_length_over_the_slices_cap_is_413_before_a_byte_of_the_body_is_read"
 )
-for perturbation in pass_slices mixed_precision any_etag unordered_hash wait_gives_up any_streams; do
+for perturbation in pass_slices mixed_precision any_etag unordered_hash wait_gives_up any_streams body_first; do
   SHARD_PERTURB=$perturbation must_fail cobordism-shard x86_64-unknown-linux-gnu "$perturbation" "${shard_expected[$perturbation]}"
 done
 # The relaxed int8 kernels with the signed activations in the 7-bit operand (what LLVM once

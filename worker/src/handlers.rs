@@ -6,21 +6,18 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-use cobordism_protocol::wire::{header, AnswerHeaders};
-use cobordism_protocol::{max_body_bytes, ErrorCode, Form, Query, MAX_HIDDEN};
+use cobordism_protocol::wire::header;
+use cobordism_protocol::{ErrorCode, Form, Query};
 use cobordism_shard::{
-    declared_length, replaced, too_large, unreadable, wait_resident, Body, BodyPool, Coalescer,
-    Isolate, PublicHealthReport, Residency, Settings, Shard, ShardError, WarmReport,
+    unreadable, wait_resident, BodyPool, Coalescer, Framing, Isolate, PublicHealthReport,
+    Residency, Settings, Shard, ShardError, WarmReport,
 };
 use futures_util::future::LocalBoxFuture;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use worker::{Context, Delay, Env, Headers, Request, Response};
 
 use crate::error::ApiError;
 use crate::r2::R2;
-
-/// Largest body any manifest allows: refused from its `Content-Length` before anything else.
-const MAX_BODY_BYTES: usize = max_body_bytes(MAX_HIDDEN as u64) as usize;
 
 thread_local! {
     /// This isolate's slice.
@@ -126,63 +123,62 @@ fn header_value(req: &Request, name: &str) -> Option<String> {
     req.headers().get(name).ok().flatten()
 }
 
-/// Receives the body into `body`, stopping past `cap` bytes (413) and refusing a missing or
-/// empty one (411).
-async fn read_body(req: &mut Request, body: &Body, cap: usize) -> Result<(), ApiError> {
-    if req.inner().body().is_some() {
-        let mut stream = req.stream().map_err(unreadable)?;
-        while let Some(chunk) = stream.next().await {
-            body.push(&chunk.map_err(unreadable)?, cap, js_sys::Date::now())?;
-        }
+/// The request's body as chunks for the shard (`None`: it has none).
+fn body_chunks(
+    req: &mut Request,
+) -> Result<Option<impl Stream<Item = Result<Vec<u8>, ShardError>>>, ShardError> {
+    if req.inner().body().is_none() {
+        return Ok(None);
     }
-    if body.with(<[u8]>::is_empty)? {
-        return Err(ApiError::new(
-            ErrorCode::LengthRequired,
-            "send the hidden state as the body (little-endian f32)",
-        ));
-    }
-    Ok(())
+    let stream = req.stream().map_err(unreadable)?;
+    Ok(Some(stream.map(|chunk| chunk.map_err(unreadable))))
 }
 
-/// `POST /cobordism-lm-head`: the body is read only once the slice is resident, within the
-/// exact cap for its hidden size and in one of the body buffers the memory budget allows.
+/// `POST /cobordism-lm-head`: `cobordism_shard::Isolate::lm_head` over this isolate's state, the
+/// request's body and the wait for the slice; the answer with its headers.
 pub async fn lm_head(
     cfg: &Settings,
     env: &Env,
     ctx: &Context,
     req: &mut Request,
 ) -> Result<Response, ApiError> {
-    let Query { form, precision } = query(req)?;
-    let passes = PASSES.with(Rc::clone);
-    let arrival = passes.arrive();
-    let declared = declared_length(
-        header_value(req, header::CONTENT_LENGTH).as_deref(),
-        header_value(req, header::TRANSFER_ENCODING).as_deref(),
-        MAX_BODY_BYTES,
-    )?;
-    let residency = resident(cfg, env, ctx).await?;
-    let shard = SHARD.with(Rc::clone);
-    if let Some(why) = &residency.check_error {
-        worker::console_error!("manifest check failed, serving the resident slice: {why}");
-    }
-    let (hidden, slots) = shard
-        .with_resident(|r| (r.manifest.hidden, r.need.bodies_in_flight(cfg.budget_bytes)))
-        .ok_or_else(replaced)?;
-    let cap = max_body_bytes(hidden as u64) as usize;
-    if declared.is_some_and(|n| n > cap as u64) {
-        return Err(too_large(cap).into());
-    }
-    let body = BODIES.with(|pool| pool.acquire(slots as usize, cap, js_sys::Date::now()))?;
-    read_body(req, &body, cap).await?;
-    let started = js_sys::Date::now();
+    let query = query(req)?;
+    let (content_length, transfer_encoding) = (
+        header_value(req, header::CONTENT_LENGTH),
+        header_value(req, header::TRANSFER_ENCODING),
+    );
+    let framing = Framing {
+        content_length: content_length.as_deref(),
+        transfer_encoding: transfer_encoding.as_deref(),
+    };
+    let (shard, passes, bodies) = (
+        SHARD.with(Rc::clone),
+        PASSES.with(Rc::clone),
+        BODIES.with(BodyPool::clone),
+    );
+    let isolate = Isolate {
+        shard: &shard,
+        passes: &passes,
+        bodies: &bodies,
+    };
     // Coalescing on: turns of the event loop (zero-delay timers) let the requests whose bodies
     // arrive meanwhile join this one's pass (cobordism_shard::Coalescer says how many turns).
     let next_turn = cfg.coalesce.then_some(|| Delay::from(Duration::ZERO));
-    let answer = passes
-        .answer(
-            &shard,
-            (arrival, body),
-            (precision, form.clone()),
+    let body = body_chunks(req)?;
+    let resident = || async {
+        let residency = resident(cfg, env, ctx).await?;
+        if let Some(why) = &residency.check_error {
+            worker::console_error!("manifest check failed, serving the resident slice: {why}");
+        }
+        Ok(residency)
+    };
+    let served = isolate
+        .lm_head(
+            cfg,
+            &query,
+            framing,
+            resident,
+            body,
             next_turn,
             js_sys::Date::now,
         )
@@ -190,31 +186,12 @@ pub async fn lm_head(
     let headers = Headers::new();
     headers.set(header::CONTENT_TYPE, "application/octet-stream")?;
     headers.set(header::CACHE_CONTROL, "no-store")?;
-    let facts = AnswerHeaders {
-        shard_index: cfg.shard_index,
-        shard_count: cfg.shard_count,
-        vocab: answer.vocab,
-        row_start: answer.row_start,
-        row_count: answer.row_count,
-        batch: answer.n,
-        pass_vectors: answer.pass_vectors,
-        precision: precision.name(),
-        manifest_version: &answer.version,
-        hit: residency.hit,
-        load_ms: residency.load_ms,
-        compute_ms: js_sys::Date::now() - started,
-        reply: form.name(),
-        top_k: match form {
-            Form::TopK { k, .. } => Some(k),
-            _ => None,
-        },
-    };
-    for (name, value) in facts.pairs() {
+    for (name, value) in served.headers(cfg, &query).pairs() {
         headers.set(name, &value)?;
     }
     Ok(Response::builder()
         .with_headers(headers)
-        .fixed(answer.payload))
+        .fixed(served.answer.payload))
 }
 
 /// `GET /healthz` for callers without access: the state and nothing else.

@@ -9,6 +9,8 @@
 //!   bits it would get alone;
 //! * [`BodyPool`]: request bodies held in a bounded pool of buffers; [`declared_length`]: how
 //!   their headers frame them, judged before they are read;
+//! * [`Isolate::lm_head`]: one request from its headers to its answer, in the order that keeps a
+//!   wrong or oversized one from costing memory or a load;
 //! * [`wait_resident`]: a request that finds the slice loading waits for that load;
 //! * [`Settings::from_vars`]: the Worker's variables, their defaults and ranges;
 //! * [`HealthReport`] and [`WarmReport`]: what `/healthz` and the warm-up answer;
@@ -18,6 +20,8 @@ mod bodies;
 mod coalesce;
 mod error;
 mod framing;
+mod isolate;
+mod pipeline;
 pub mod ranges;
 mod report;
 mod resident;
@@ -29,8 +33,10 @@ pub use bodies::{too_large, Body, BodyPool};
 pub use coalesce::{Answer, Arrival, Coalescer, PassStats, MAX_TURNS};
 pub use error::{replaced, ShardError};
 pub use framing::{declared_length, unreadable};
+pub use isolate::Isolate;
+pub use pipeline::{Framing, Served, MAX_BODY_BYTES};
 pub use ranges::{DEFAULT_LOAD_STREAMS, MAX_LOAD_STREAMS};
-pub use report::{HealthReport, Isolate, PassReport, PublicHealthReport, SliceReport, WarmReport};
+pub use report::{HealthReport, PassReport, PublicHealthReport, SliceReport, WarmReport};
 pub use resident::{Health, Residency, Resident, Shard};
 pub use settings::Settings;
 pub use store::{Chunk, Host, Object, ObjectBody, StoreError};

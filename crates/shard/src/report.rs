@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::{BodyPool, Coalescer, Settings, Shard};
+use crate::{Isolate, Settings, Shard};
 
 /// `GET /healthz` for a caller with access.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -86,16 +86,6 @@ pub struct PassReport {
     pub compute_ms: f64,
     /// Requests waiting for a pass now.
     pub waiting: usize,
-}
-
-/// One isolate's shard, passes and bodies: what a report reads.
-pub struct Isolate<'a> {
-    /// The slice's life cycle.
-    pub shard: &'a Shard,
-    /// The requests waiting for a pass, and the passes' statistics.
-    pub passes: &'a Coalescer,
-    /// The request bodies' buffers.
-    pub bodies: &'a BodyPool,
 }
 
 impl Isolate<'_> {
