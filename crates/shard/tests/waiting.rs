@@ -24,15 +24,22 @@ fn wait(shard: &Shard, cfg: &Settings, store: &Store) -> (&'static str, u32) {
     (code(r), sleeps.get())
 }
 
-#[test]
-fn a_request_that_finds_the_slice_loading_waits_for_that_load() {
-    let (store, shard, a) = (Store::default(), Shard::new(), model(21, 2));
+/// A store holding model `seed` whose reads stall after two chunks, an empty shard, and settings
+/// that take over a load after `load_stall_ms` without progress.
+fn stalling(seed: u64, load_stall_ms: f64) -> (Store, Shard, Settings, Model) {
+    let (store, m) = (Store::default(), model(seed, 2));
+    store.upload(&m);
+    store.fault(|f| f.stall_at = Some(2 * CHUNK));
     let cfg = Settings {
-        load_stall_ms: 200.0,
+        load_stall_ms,
         ..settings(2)
     };
-    store.upload(&a);
-    store.fault(|f| f.stall_at = Some(2 * CHUNK));
+    (store, Shard::new(), cfg, m)
+}
+
+#[test]
+fn a_request_that_finds_the_slice_loading_waits_for_that_load() {
+    let (store, shard, cfg, a) = stalling(21, 200.0);
     let mut first = pin!(shard.ensure(&cfg, &store));
     assert!(poll_once(first.as_mut()).is_pending());
     store.fault(|f| f.stall_at = None);
@@ -50,13 +57,7 @@ fn a_request_that_finds_the_slice_loading_waits_for_that_load() {
 
 #[test]
 fn a_request_gives_up_with_slice_loading_after_its_polls() {
-    let (store, shard, a) = (Store::default(), Shard::new(), model(22, 2));
-    let cfg = Settings {
-        load_stall_ms: 1e9,
-        ..settings(2)
-    };
-    store.upload(&a);
-    store.fault(|f| f.stall_at = Some(2 * CHUNK));
+    let (store, shard, cfg, _) = stalling(22, 1e9);
     let mut first = pin!(shard.ensure(&cfg, &store));
     assert!(poll_once(first.as_mut()).is_pending());
     let start = store.now_ms();
