@@ -23,8 +23,7 @@
 # crate alone (~3 s).
 #
 # `--out DIR` writes the Worker to DIR instead of worker/build (scripts/test.sh keeps the plain
-# build next to the relaxed one; scripts/must-fail.sh builds a perturbed one in its own
-# CARGO_TARGET_DIR).
+# build next to the relaxed one; scripts/must-fail.sh builds a perturbed one beside them).
 #
 # `--compile-only` stops after compiling the crate (scripts/demo.sh).
 set -euo pipefail
