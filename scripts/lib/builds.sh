@@ -2,14 +2,14 @@
 # build at most once per shell. Sourced by scripts/test.sh (its build stage runs them all, each
 # later stage names what it uses, so `--only STAGE` builds just that) and scripts/bit-exact.sh.
 # Expects the repository root as the working directory and RUSTFLAGS unset.
-declare -A built=()
+declare -A builds_done=()
 need() {
   local b
   for b; do
-    [ -n "${built[$b]:-}" ] && continue
+    [ -n "${builds_done[$b]:-}" ] && continue
     printf '\033[1;34m[build]\033[0m %s\n' "$b"
     "build_$b"
-    built[$b]=1
+    builds_done[$b]=1
   done
 }
 build_host_tools() { scripts/host-tools.sh; } # wasm-bindgen's glue (crates/bindgen), check-wasm
