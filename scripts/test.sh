@@ -5,7 +5,7 @@
 #
 #   scripts/test.sh             every stage: what CI runs
 #   scripts/test.sh --quick     the inner loop: format, native clippy, native tests, the shard in workerd
-#   scripts/test.sh --only S    stage S alone (repeat for more), after the builds it needs
+#   scripts/test.sh --only S    stage S alone (repeat for more), after setup and the builds it needs
 #   scripts/test.sh --list      the stages
 #
 # Prints each stage's time and test count as it ends, and a table of them at the end (also written
@@ -29,6 +29,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#selected[@]} -gt 0 ] || selected=("${stages[@]}")
+# Every run installs what is missing first (a second or so when nothing is).
+[ "${selected[0]}" = setup ] || selected=(setup "${selected[@]}")
 
 export PATH="$PWD/target/oracle-venv/bin:${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 export CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
