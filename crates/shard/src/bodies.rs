@@ -8,7 +8,7 @@
 //!
 //! The buffers belong to the pool, not to the requests. When a client goes away the runtime may
 //! simply never resume its request (the future is not polled again, so nothing is dropped); a
-//! slot whose body made no progress for [`STALL_MS`] is therefore taken over, buffer and all, by
+//! slot whose body made no progress for [`STALL_MS`] is therefore taken over (`crate::stall`), buffer and all, by
 //! the next request that needs one, and the stalled request, should it ever wake, finds its
 //! lease gone. Each buffer is reserved at the cap once, fallibly, and then reused.
 
@@ -18,6 +18,7 @@ use std::rc::Rc;
 use cobordism_protocol::ErrorCode;
 
 use crate::error::{reserve, ShardError};
+use crate::stall::stalled;
 
 /// A body that received nothing for this long gives up its slot to the next request.
 pub const STALL_MS: f64 = 10_000.0;
@@ -76,7 +77,7 @@ impl BodyPool {
             .slots
             .iter()
             .take(limit)
-            .position(|s| s.lease == 0 || now_ms - s.last_progress_ms > STALL_MS);
+            .position(|s| s.lease == 0 || stalled(s.last_progress_ms, now_ms, STALL_MS));
         let index = match free {
             Some(i) => i,
             None if pool.slots.len() < limit => {
@@ -204,10 +205,13 @@ mod tests {
         let stalled = pool.acquire(1, 8, 0.0).unwrap();
         stalled.push(b"12", 8, 100.0).unwrap();
         assert_eq!(
-            pool.acquire(1, 8, 100.0 + STALL_MS).err().unwrap().code,
+            pool.acquire(1, 8, 100.0 + STALL_MS - 1.0)
+                .err()
+                .unwrap()
+                .code,
             ErrorCode::Busy
         );
-        let next = pool.acquire(1, 8, 100.0 + STALL_MS + 1.0).unwrap();
+        let next = pool.acquire(1, 8, 100.0 + STALL_MS).unwrap();
         assert_eq!(
             stalled.push(b"3", 8, 0.0).unwrap_err().code,
             ErrorCode::BodyStalled

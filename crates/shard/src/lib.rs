@@ -26,6 +26,7 @@ pub mod ranges;
 mod report;
 mod resident;
 mod settings;
+mod stall;
 mod store;
 mod waiting;
 

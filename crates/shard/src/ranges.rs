@@ -26,7 +26,7 @@ use core::ops::Range;
 use futures_util::future::try_join_all;
 
 use crate::error::ShardError;
-use crate::store::{Chunk, Host, ObjectBody};
+use crate::store::{read_chunks, Chunk, ChunksStop, Host, ObjectBody};
 
 /// Smallest range worth a read of its own.
 pub const MIN_RANGE_BYTES: u64 = 64 << 10;
@@ -154,20 +154,14 @@ async fn read_range<H: Host>(
                     return Err(ReadFailure::Changed);
                 }
                 let mut body = object.body;
-                loop {
-                    match body.next_chunk().await {
-                        Err(e) => break e.to_string(),
-                        Ok(None) if at == range.end => return Ok(()),
-                        Ok(None) => break format!("the read ended at byte {at}"),
-                        Ok(Some(chunk)) if at + chunk.len() as u64 > range.end => {
-                            break format!("the read went past byte {}", range.end)
-                        }
-                        Ok(Some(chunk)) => {
-                            let end = at + chunk.len() as u64;
-                            write(at, &chunk, filled(end)).map_err(ReadFailure::Write)?;
-                            at = end;
-                        }
-                    }
+                let put =
+                    |at, chunk: &ChunkOf<H>| write(at, chunk, filled(at + chunk.len() as u64));
+                match read_chunks(&mut body, &mut at, range.end, put).await {
+                    Ok(()) if at == range.end => return Ok(()),
+                    Ok(()) => format!("the read ended at byte {at}"),
+                    Err(ChunksStop::Store(e)) => e,
+                    Err(ChunksStop::Past(end)) => format!("the read went past byte {end}"),
+                    Err(ChunksStop::Put(e)) => return Err(ReadFailure::Write(e)),
                 }
             }
         };

@@ -59,6 +59,39 @@ pub trait ObjectBody {
     async fn next_chunk(&mut self) -> Result<Option<Self::Chunk>, StoreError>;
 }
 
+/// Why [`read_chunks`] stopped before the body's end.
+pub(crate) enum ChunksStop<E> {
+    /// The store failed (its message).
+    Store(String),
+    /// A chunk would have gone past this offset.
+    Past(u64),
+    /// `put` refused a chunk.
+    Put(E),
+}
+
+/// Hands each chunk of `body` to `put(offset, chunk)`, the offsets counting on from `*at`, never
+/// past `end`; `*at` is where it stopped. The one loop that reads an object's bytes (the
+/// manifest whole, the slice as ranges).
+pub(crate) async fn read_chunks<B: ObjectBody, E>(
+    body: &mut B,
+    at: &mut u64,
+    end: u64,
+    mut put: impl FnMut(u64, &B::Chunk) -> Result<(), E>,
+) -> Result<(), ChunksStop<E>> {
+    loop {
+        let chunk = match body.next_chunk().await {
+            Err(e) => return Err(ChunksStop::Store(e.to_string())),
+            Ok(None) => return Ok(()),
+            Ok(Some(chunk)) => chunk,
+        };
+        if *at + chunk.len() as u64 > end {
+            return Err(ChunksStop::Past(end));
+        }
+        put(*at, &chunk).map_err(ChunksStop::Put)?;
+        *at += chunk.len() as u64;
+    }
+}
+
 /// The host: object store and clock.
 #[allow(async_fn_in_trait)]
 pub trait Host {

@@ -12,20 +12,22 @@ use super::{Resident, Shard};
 use crate::error::{corrupt, reserve, store_failed, superseded, zeroed, ShardError};
 use crate::ranges::{read_ranges, ReadFailure};
 use crate::settings::Settings;
-use crate::store::{Chunk, Host, Object, ObjectBody};
+use crate::store::{read_chunks, Chunk, ChunksStop, Host, Object, ObjectBody};
 
 /// Reads the whole of `body`, refusing more than `cap` bytes.
 async fn read_all(body: &mut impl ObjectBody, cap: u64) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    while let Some(chunk) = body.next_chunk().await.map_err(|e| e.to_string())? {
-        let at = out.len();
-        if (at + chunk.len()) as u64 > cap {
-            return Err(format!("longer than {cap} bytes"));
-        }
-        out.resize(at + chunk.len(), 0);
-        chunk.copy_to(&mut out[at..]);
+    let (mut out, mut at) = (Vec::new(), 0);
+    let append = |at: u64, chunk: &_| {
+        out.resize(at as usize + Chunk::len(chunk), 0);
+        Chunk::copy_to(chunk, &mut out[at as usize..]);
+        Ok::<(), core::convert::Infallible>(())
+    };
+    match read_chunks(body, &mut at, cap, append).await {
+        Ok(()) => Ok(out),
+        Err(ChunksStop::Past(cap)) => Err(format!("longer than {cap} bytes")),
+        Err(ChunksStop::Store(e)) => Err(e),
+        Err(ChunksStop::Put(never)) => match never {},
     }
-    Ok(out)
 }
 
 /// The object `key`; `503 storage_unavailable` if the store fails (worth a retry), and

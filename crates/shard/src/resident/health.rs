@@ -1,7 +1,7 @@
 //! What `/healthz` says of the life cycle: the state the diagram is in, read from the shard's
 //! state without changing it.
 
-use super::Shard;
+use super::{Phase, Shard};
 
 /// What `/healthz` reports about the life cycle.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,19 +21,24 @@ impl Shard {
     /// The life cycle's state at `now_ms`, for `/healthz`.
     pub fn health(&self, now_ms: f64) -> Health {
         let s = self.state.borrow();
-        let state = match (&s.ready, &s.loading, &s.failed) {
-            (Some(_), _, _) => "ready",
-            (None, Some(_), _) => "loading",
-            (None, None, Some(_)) => "failed",
-            (None, None, None) => "empty",
-        };
-        Health {
+        let quiet = |state| Health {
             state,
-            loading_next: s.ready.is_some() && s.loading.is_some(),
-            checked_ms_ago: s.ready.as_ref().map(|_| now_ms - s.check.ok_ms),
-            last_check_error: match (&s.ready, &s.failed) {
-                (None, Some((e, _))) => Some(e.to_string()),
-                _ => s.check.last_error.clone(),
+            loading_next: false,
+            checked_ms_ago: None,
+            last_check_error: None,
+        };
+        match &s.phase {
+            Phase::Empty => quiet("empty"),
+            Phase::Loading(_) => quiet("loading"),
+            Phase::Failed { error, .. } => Health {
+                last_check_error: Some(error.to_string()),
+                ..quiet("failed")
+            },
+            Phase::Ready { check, next, .. } => Health {
+                state: "ready",
+                loading_next: next.is_some(),
+                checked_ms_ago: Some(now_ms - check.ok_ms),
+                last_check_error: check.last_error.clone(),
             },
         }
     }

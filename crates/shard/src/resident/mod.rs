@@ -32,9 +32,11 @@
 //!   naming a new version replaces the slice.
 //! * Every answer names the manifest version it comes from: versions never mix.
 //!
-//! Here the state machine ([`Shard::ensure`]: hit, recheck, wait or load); the load itself in
-//! `fetch` (manifest, ranged reads, checksum), `/healthz`'s view in `health`, the computation
-//! on the resident slice in `slice`, and the errors in `crate::error`.
+//! Here the state machine: `Phase` is the diagram, [`Shard::ensure`] its transitions (hit,
+//! recheck, wait or load). The manifest checks are in `check`, the load itself in `fetch`
+//! (manifest, ranged reads, checksum), `/healthz`'s view in `health`, the computation on the
+//! resident slice in `slice`, the errors in `crate::error`, and taking over a stalled load or
+//! check in `crate::stall`.
 
 use core::cell::RefCell;
 
@@ -42,18 +44,17 @@ use cobordism_protocol::{Manifest, MemoryNeed, ShardEntry};
 
 use crate::error::{self, superseded, ShardError};
 use crate::settings::Settings;
+use crate::stall::stalled;
 use crate::store::Host;
 
+mod check;
 mod fetch;
 mod health;
 mod slice;
 
 pub use health::Health;
 
-use fetch::read_manifest;
-
-/// Longest wait between two manifest checks after failures.
-const MAX_BACKOFF_MS: f64 = 60_000.0;
+use check::Check;
 
 /// A slice in memory, ready to answer.
 pub struct Resident {
@@ -81,22 +82,48 @@ struct Loading {
     last_progress_ms: f64,
 }
 
-/// The manifest checks of the resident slice.
+/// Where the shard is in the diagram above (`Recheck` is `Ready` with a check running).
 #[derive(Default)]
-struct Check {
-    due_ms: f64,
-    ok_ms: f64,
-    failures: u32,
-    last_error: Option<String>,
-    running_since: Option<f64>,
+enum Phase {
+    /// Nothing resident, nothing loading: the next request loads.
+    #[default]
+    Empty,
+    /// A slice is loading and none is resident.
+    Loading(Loading),
+    /// The last load failed: requests get its error until `until_ms`, then the next one loads.
+    Failed { error: ShardError, until_ms: f64 },
+    /// A slice answers; `next` is a new version loading beside it.
+    Ready {
+        resident: Box<Resident>,
+        check: Check,
+        next: Option<Loading>,
+    },
+}
+
+impl Phase {
+    /// The load under way, first or beside the resident slice.
+    fn loading_mut(&mut self) -> Option<&mut Loading> {
+        match self {
+            Phase::Loading(l) => Some(l),
+            Phase::Ready { next, .. } => next.as_mut(),
+            _ => None,
+        }
+    }
+
+    /// `Ready` just loaded: its checks start now.
+    fn ready(resident: Box<Resident>, now: f64, cfg: &Settings) -> Phase {
+        Phase::Ready {
+            resident,
+            check: Check::fresh(now, cfg),
+            next: None,
+        }
+    }
 }
 
 #[derive(Default)]
 struct State {
-    ready: Option<Box<Resident>>,
-    check: Check,
-    loading: Option<Loading>,
-    failed: Option<(ShardError, f64)>,
+    phase: Phase,
+    /// Counts loads begun, so that a load taken over knows it.
     generation: u64,
 }
 
@@ -134,22 +161,6 @@ enum Next {
     Load,
 }
 
-/// What a manifest check found.
-enum Found {
-    Same {
-        etag: String,
-    },
-    New {
-        etag: String,
-        manifest: Box<Manifest>,
-    },
-}
-
-/// The wait before check number `failures + 1` after `failures` failed ones.
-fn backoff_ms(failures: u32) -> f64 {
-    (1000.0 * 2f64.powi(failures.saturating_sub(1).min(16) as i32)).min(MAX_BACKOFF_MS)
-}
-
 impl Shard {
     /// An empty shard.
     pub fn new() -> Shard {
@@ -159,133 +170,27 @@ impl Shard {
     /// Makes sure a slice is resident, loading or checking it as its state requires.
     pub async fn ensure<H: Host>(&self, cfg: &Settings, host: &H) -> Result<Residency, ShardError> {
         let now = host.now_ms();
-        let next = {
-            let mut s = self.state.borrow_mut();
-            let State {
-                ready,
-                check,
-                loading,
-                failed,
-                ..
-            } = &mut *s;
-            if let Some(r) = ready {
-                let running = check
-                    .running_since
-                    .is_some_and(|t| now - t < cfg.load_stall_ms);
-                if now < check.due_ms || running {
-                    Next::Hit
-                } else {
-                    check.running_since = Some(now);
-                    Next::Recheck {
-                        etag: r.etag.clone(),
-                        version: r.manifest.version.clone(),
-                    }
-                }
-            } else if let Some(l) = loading
-                .as_ref()
-                .filter(|l| now - l.last_progress_ms < cfg.load_stall_ms)
-            {
+        let next = match &mut self.state.borrow_mut().phase {
+            Phase::Ready {
+                resident, check, ..
+            } => match check.begin(now, cfg) {
+                false => Next::Hit,
+                true => Next::Recheck {
+                    etag: resident.etag.clone(),
+                    version: resident.manifest.version.clone(),
+                },
+            },
+            Phase::Loading(l) if !stalled(l.last_progress_ms, now, cfg.load_stall_ms) => {
                 Next::Wait(error::loading(l.received, l.expected))
-            } else if let Some((e, _)) = failed.as_ref().filter(|(_, until)| now < *until) {
-                Next::Wait(e.clone())
-            } else {
-                Next::Load
             }
+            Phase::Failed { error, until_ms } if now < *until_ms => Next::Wait(error.clone()),
+            _ => Next::Load,
         };
         match next {
             Next::Hit => Ok(Residency::hit()),
             Next::Wait(e) => Err(e),
             Next::Load => self.load(cfg, host, None).await,
             Next::Recheck { etag, version } => self.recheck(cfg, host, etag, version).await,
-        }
-    }
-
-    /// The manifest check of a resident slice (stale-while-revalidate).
-    async fn recheck<H: Host>(
-        &self,
-        cfg: &Settings,
-        host: &H,
-        etag: String,
-        version: String,
-    ) -> Result<Residency, ShardError> {
-        let found = async {
-            let key = cfg.manifest_key();
-            match host.etag(&key).await {
-                Err(e) => Err(format!("checking {key}: {e}")),
-                Ok(None) => Err(format!("{key} is gone; serving the resident version")),
-                Ok(Some(current)) if current == etag => Ok(Found::Same { etag }),
-                Ok(Some(_)) => match read_manifest(cfg, host).await {
-                    Err(e) => Err(e.internal.unwrap_or(e.detail)),
-                    Ok((etag, m)) if m.version == version => Ok(Found::Same { etag }),
-                    Ok((etag, manifest)) => Ok(Found::New {
-                        etag,
-                        manifest: Box::new(manifest),
-                    }),
-                },
-            }
-        }
-        .await;
-        let now = host.now_ms();
-        match found {
-            Ok(Found::Same { etag }) => {
-                let mut s = self.state.borrow_mut();
-                if let Some(r) = s.ready.as_mut().filter(|r| r.manifest.version == version) {
-                    r.etag = etag;
-                    s.check = Check {
-                        due_ms: now + cfg.manifest_ttl_ms,
-                        ok_ms: now,
-                        ..Check::default()
-                    };
-                }
-                Ok(Residency::hit())
-            }
-            Err(why) => Ok(self.check_failed(now, why)),
-            Ok(Found::New { etag, manifest }) => {
-                let both_fit = {
-                    let mut s = self.state.borrow_mut();
-                    let loading_it = s
-                        .loading
-                        .as_ref()
-                        .is_some_and(|l| now - l.last_progress_ms < cfg.load_stall_ms);
-                    if loading_it {
-                        // Another request is loading it beside the resident one.
-                        s.check.running_since = None;
-                        s.check.due_ms = now + cfg.manifest_ttl_ms;
-                        return Ok(Residency::hit());
-                    }
-                    let entry = &manifest.shards[cfg.shard_index];
-                    let next = MemoryNeed::of_shard(&manifest, entry).least_budget();
-                    let both = s.ready.as_ref().map_or(0, |r| r.need.least_budget());
-                    let fit = both.saturating_add(next) <= cfg.budget_bytes;
-                    if !fit {
-                        // Both do not fit: the old slice goes first, callers wait one load.
-                        s.ready = None;
-                        s.check = Check::default();
-                    }
-                    fit
-                };
-                match self.load(cfg, host, Some((etag, *manifest))).await {
-                    Err(e) if both_fit => {
-                        let why = e.internal.clone().unwrap_or(e.detail);
-                        Ok(self.check_failed(host.now_ms(), format!("the new version: {why}")))
-                    }
-                    other => other,
-                }
-            }
-        }
-    }
-
-    /// Records a failed check: the resident slice keeps answering, the next check backs off.
-    fn check_failed(&self, now: f64, why: String) -> Residency {
-        let mut s = self.state.borrow_mut();
-        let check = &mut s.check;
-        check.failures += 1;
-        check.due_ms = now + backoff_ms(check.failures);
-        check.running_since = None;
-        check.last_error = Some(why.clone());
-        Residency {
-            check_error: Some(why),
-            ..Residency::hit()
         }
     }
 
@@ -301,36 +206,34 @@ impl Shard {
         let (generation, buf) = {
             let mut s = self.state.borrow_mut();
             s.generation += 1;
-            let buf = s.loading.take().map(|l| l.buf).unwrap_or_default();
-            s.loading = Some(Loading {
+            let loading = Loading {
                 generation: s.generation,
                 buf: Vec::new(),
                 expected: 0,
                 received: 0,
                 last_progress_ms: started,
-            });
-            (s.generation, buf)
+            };
+            // A stalled load's buffer is reused, reserved memory and all.
+            let buf = s.phase.loading_mut().map(|l| core::mem::take(&mut l.buf));
+            match &mut s.phase {
+                Phase::Ready { next, .. } => *next = Some(loading),
+                phase => *phase = Phase::Loading(loading),
+            }
+            (s.generation, buf.unwrap_or_default())
         };
         let result = self.fetch(cfg, host, generation, buf, known).await;
         let now = host.now_ms();
         let mut s = self.state.borrow_mut();
         let ours = s
-            .loading
-            .as_ref()
+            .phase
+            .loading_mut()
             .is_some_and(|l| l.generation == generation);
         match result {
             Ok(_) if !ours => Err(superseded()),
             Ok(mut resident) => {
                 resident.load_ms = now - started;
                 let load_ms = resident.load_ms;
-                s.ready = Some(resident);
-                s.loading = None;
-                s.failed = None;
-                s.check = Check {
-                    due_ms: now + cfg.manifest_ttl_ms,
-                    ok_ms: now,
-                    ..Check::default()
-                };
+                s.phase = Phase::ready(resident, now, cfg);
                 Ok(Residency {
                     hit: false,
                     load_ms,
@@ -339,9 +242,14 @@ impl Shard {
             }
             Err(e) => {
                 if ours {
-                    s.loading = None;
-                    if s.ready.is_none() {
-                        s.failed = Some((e.clone(), now + cfg.load_retry_ms));
+                    match &mut s.phase {
+                        Phase::Ready { next, .. } => *next = None,
+                        phase => {
+                            *phase = Phase::Failed {
+                                error: e.clone(),
+                                until_ms: now + cfg.load_retry_ms,
+                            }
+                        }
                     }
                 }
                 Err(e)
@@ -352,14 +260,17 @@ impl Shard {
     /// Runs `f` on the load of `generation`, if it is still the current one.
     fn with_loading<T>(&self, generation: u64, f: impl FnOnce(&mut Loading) -> T) -> Option<T> {
         let mut s = self.state.borrow_mut();
-        s.loading
-            .as_mut()
+        s.phase
+            .loading_mut()
             .filter(|l| l.generation == generation)
             .map(f)
     }
 
     /// Runs `f` on the resident slice, if there is one. `f` must not call back into the shard.
     pub fn with_resident<T>(&self, f: impl FnOnce(&mut Resident) -> T) -> Option<T> {
-        self.state.borrow_mut().ready.as_deref_mut().map(f)
+        match &mut self.state.borrow_mut().phase {
+            Phase::Ready { resident, .. } => Some(f(resident)),
+            _ => None,
+        }
     }
 }
