@@ -1,16 +1,13 @@
 //! The routes' work once method, access and settings are checked.
 
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::Duration;
 
 use cobordism_protocol::wire::header;
-use cobordism_protocol::{ErrorCode, Form, Query};
+use cobordism_protocol::Query;
 use cobordism_shard::{
-    unreadable, wait_resident, BodyPool, Coalescer, Framing, Isolate, PublicHealthReport,
-    Residency, Settings, Shard, ShardError, WarmReport,
+    ensure_kept_alive, unreadable, wait_resident, BodyPool, Coalescer, Ensure, Framing, Isolate,
+    PublicHealthReport, Residency, Settings, Shard, ShardError,
 };
 use futures_util::future::LocalBoxFuture;
 use futures_util::{FutureExt, Stream, StreamExt};
@@ -33,80 +30,50 @@ fn wasm_memory_bytes() -> u64 {
     core::arch::wasm32::memory_size(0) as u64 * 65536
 }
 
-/// `Shard::ensure` as a future that owns what it uses, so that it may outlive the request.
-type Ensure = LocalBoxFuture<'static, Result<Residency, ShardError>>;
-
-fn ensure(cfg: &Settings, env: &Env) -> Result<Ensure, ShardError> {
+/// `Shard::ensure` over R2 as a future that owns what it uses, so that it may outlive the
+/// request.
+fn ensure(cfg: &Settings, env: &Env) -> Result<Ensure<'static>, ShardError> {
     let (shard, cfg, r2) = (SHARD.with(Rc::clone), cfg.clone(), R2::from_env(env)?);
     Ok(async move { shard.ensure(&cfg, &r2).await }.boxed_local())
 }
 
-/// Polls `ensure` once: its result if it needed no I/O (the slice is resident), else the
-/// future, now waiting for storage.
-async fn ensure_at_once(mut ensure: Ensure) -> Result<Result<Residency, ShardError>, Ensure> {
-    match poll_fn(|cx| Poll::Ready(Pin::new(&mut ensure).poll(cx))).await {
-        Poll::Ready(done) => Ok(done),
-        Poll::Pending => Err(ensure),
-    }
-}
-
-/// `Shard::ensure` under `ctx.waitUntil` when it must wait for storage (a load, a manifest
-/// check): this request awaits it, but its caller going away does not cancel it (Workers cancel
-/// a request's own work when its client disconnects).
-async fn ensure_kept_alive(
-    cfg: &Settings,
-    env: &Env,
-    ctx: &Context,
-) -> Result<Residency, ShardError> {
-    match ensure_at_once(ensure(cfg, env)?).await {
-        Ok(done) => done,
-        Err(waiting) => {
-            let shared = waiting.shared();
-            ctx.wait_until(shared.clone().map(drop));
-            shared.await
-        }
-    }
-}
-
-/// Makes sure the slice is resident, waiting for another request's load on this request's own
-/// timer (`cobordism_shard::wait_resident` says how long).
+/// Makes sure the slice is resident, a load kept going by `ctx.waitUntil` and waited for on
+/// this request's own timer (`cobordism_shard::wait_resident` says how long).
 async fn resident(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Residency, ShardError> {
     let sleep = |ms: f64| Delay::from(Duration::from_secs_f64(ms / 1000.0));
-    wait_resident(|| ensure_kept_alive(cfg, env, ctx), sleep).await
+    let keep_alive = |work| ctx.wait_until(work);
+    wait_resident(
+        || async { ensure_kept_alive(ensure(cfg, env)?, keep_alive).await },
+        sleep,
+    )
+    .await
 }
 
-/// `POST /cobordism-lm-head/warm`: starts loading the slice (or checking its manifest) and
-/// answers at once, `200` with the state `ready` when it is resident, `202` while it loads,
-/// which goes on after the answer (`ctx.waitUntil`) and ends by running the kernels of the
-/// query's `precision` once (`Resident::prime`); a load that cannot succeed now answers the
-/// error a request would get.
+/// `POST /cobordism-lm-head/warm`: `cobordism_shard::Shard::warm`, its load kept going by
+/// `ctx.waitUntil`.
 pub async fn warm(
     cfg: &Settings,
     env: &Env,
     ctx: &Context,
     req: &Request,
 ) -> Result<Response, ApiError> {
-    let Query { form, precision } = query(req)?;
-    if form != Form::Logits {
-        let detail = "the warm-up takes only precision=exact|int8 (the kernels it primes)";
-        return Err(ApiError::new(ErrorCode::BadQuery, detail));
-    }
-    match ensure_at_once(ensure(cfg, env)?).await {
-        Ok(Err(e)) if e.code != ErrorCode::SliceLoading => return Err(e.into()),
-        Ok(_) => {}
-        Err(waiting) => ctx.wait_until(waiting.map(move |done| {
-            let primed = done.and_then(|_| {
-                let shard = SHARD.with(Rc::clone);
-                shard
-                    .with_resident(|r| r.prime(precision))
-                    .unwrap_or(Ok(()))
-            });
-            if let Err(e) = primed {
+    let keep_alive = |work: LocalBoxFuture<'static, Result<(), ShardError>>| {
+        ctx.wait_until(work.map(|done| {
+            if let Err(e) = done {
                 worker::console_error!("warm-up failed: {e}");
             }
-        })),
-    }
-    let report = WarmReport::of(&SHARD.with(Rc::clone), cfg, js_sys::Date::now());
+        }))
+    };
+    let shard = SHARD.with(Rc::clone);
+    let report = shard
+        .warm(
+            cfg,
+            &query(req)?,
+            ensure(cfg, env)?,
+            keep_alive,
+            js_sys::Date::now,
+        )
+        .await?;
     Ok(Response::from_json(&report)?.with_status(report.status()))
 }
 

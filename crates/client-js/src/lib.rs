@@ -10,7 +10,7 @@
 
 use cobordism_protocol::sampling::{self, Part, Sampling};
 use cobordism_protocol::wire::header;
-use cobordism_protocol::{Tile, TopK};
+use cobordism_protocol::{Form, Noise, Precision, Query, Tile, TopK};
 use wasm_bindgen::prelude::*;
 
 fn sections(bytes: &[u8], shards: usize) -> Result<Vec<TopK>, JsError> {
@@ -39,6 +39,59 @@ pub fn answer_header_names() -> Vec<String> {
     ]
     .map(String::from)
     .to_vec()
+}
+
+/// The query string (without `?`) of a request for the reply form given by its values, written
+/// by `cobordism_protocol::Query::to_query`: `tokens` (non-empty: their logits), else `topK`
+/// (non-zero: the top K), else `seeds` (non-empty: a Gumbel-max sample; one seed without
+/// `vectors` is `seed=S`, else vector `j` draws `(seeds[j], vectors[j])`), else all logits.
+/// `temperature` is the form's (absent: 1); `int8` asks for the int8 kernels.
+#[wasm_bindgen(js_name = queryString)]
+pub fn query_string(
+    tokens: Vec<u32>,
+    top_k: u32,
+    seeds: Vec<u64>,
+    vectors: Vec<u32>,
+    temperature: Option<f32>,
+    int8: bool,
+) -> Result<String, JsError> {
+    let temperature = temperature.unwrap_or(1.0);
+    let form = if !tokens.is_empty() {
+        Form::Tokens {
+            tokens,
+            temperature,
+        }
+    } else if top_k > 0 {
+        Form::TopK {
+            k: top_k as usize,
+            temperature,
+        }
+    } else if let ([seed], []) = (seeds.as_slice(), vectors.as_slice()) {
+        Form::Sample {
+            temperature,
+            noise: Noise::Seed(*seed),
+        }
+    } else if !seeds.is_empty() {
+        if seeds.len() != vectors.len() {
+            let counts = (seeds.len(), vectors.len());
+            return Err(JsError::new(&format!(
+                "{} seeds for {} vectors",
+                counts.0, counts.1
+            )));
+        }
+        Form::Sample {
+            temperature,
+            noise: Noise::Each(seeds.into_iter().zip(vectors).collect()),
+        }
+    } else {
+        Form::Logits
+    };
+    let precision = if int8 {
+        Precision::Int8
+    } else {
+        Precision::Exact
+    };
+    Ok(Query { form, precision }.to_query())
 }
 
 /// A sampled token: `[token, logit, logprob]`.

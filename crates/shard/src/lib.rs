@@ -12,6 +12,7 @@
 //! * [`Isolate::lm_head`]: one request from its headers to its answer, in the order that keeps a
 //!   wrong or oversized one from costing memory or a load;
 //! * [`wait_resident`]: a request that finds the slice loading waits for that load;
+//! * [`Shard::warm`]: the warm-up; [`ensure_kept_alive`]: a load that outlives its request;
 //! * [`Settings::from_vars`]: the Worker's variables, their defaults and ranges;
 //! * [`HealthReport`] and [`WarmReport`]: what `/healthz` and the warm-up answer;
 //! * [`ShardError`]: every error answer, with what is for the caller and what for the log.
@@ -29,6 +30,7 @@ mod settings;
 mod stall;
 mod store;
 mod waiting;
+mod warming;
 
 pub use bodies::{too_large, Body, BodyPool};
 pub use coalesce::{Answer, Arrival, Coalescer, PassStats, MAX_TURNS};
@@ -42,3 +44,4 @@ pub use resident::{Health, Residency, Resident, Shard};
 pub use settings::Settings;
 pub use store::{Chunk, Host, Object, ObjectBody, StoreError};
 pub use waiting::{wait_resident, LOAD_POLLS, LOAD_POLL_MS};
+pub use warming::{ensure_kept_alive, Ensure};

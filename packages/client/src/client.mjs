@@ -19,6 +19,13 @@ const FIRST_TOP_K = 64;
  * it is instantiated, not at import). */
 let answerHeaders;
 const answerHeaderNames = () => (answerHeaders ??= math.answerHeaderNames());
+/**
+ * The query string for `form` ({ tokens, topK, temperature }; empty: all logits) with Gumbel
+ * noise `seeds` (one seed: `seed=S`; with `vectors`: vector j draws (seeds[j], vectors[j])),
+ * written by cobordism_protocol::Query through the wasm module.
+ */
+const queryOf = ({ tokens = [], topK = 0, temperature }, precision, seeds = [], vectors = []) =>
+  math.queryString(Uint32Array.from(tokens), topK, BigUint64Array.from(seeds, BigInt), Uint32Array.from(vectors), temperature, precision === "int8");
 
 /**
  * A failure of one shard, or of the answers taken together. `status` and `code` are the shard's
@@ -151,7 +158,8 @@ export class LmHeadClient {
   async warm() {
     return Promise.all(
       this.shards.map((s, i) => {
-        const url = `${s.url}/warm${this.precision === "int8" ? "?precision=int8" : ""}`;
+        const q = queryOf({}, this.precision);
+        const url = `${s.url}/warm${q ? `?${q}` : ""}`;
         return this.#post(i, url, undefined, async (r) => {
           const said = await r.json();
           if (said.shard_index !== i) throw new ShardError(`shard ${i} (${url}) is shard ${said.shard_index}: give the endpoints in shard order`, { shard: i, url });
@@ -178,14 +186,14 @@ export class LmHeadClient {
     }
     const s = u64(seed);
     if (!topK && !topP && !minP) {
-      const answers = await this.#ask(`temperature=${temperature}`, b, s);
+      const answers = await this.#ask({ temperature }, b, s);
       out = this.#perVector(answers, b.n, (bytes, v) => sampled(math.mergeWinners(bytes, answers.length, temperature, s, v)));
       return b.batch ? out : out[0];
     }
     out = new Array(b.n);
     let pending = [...out.keys()];
     for (const k of [Math.min(MAX_TOP_K, Math.max(FIRST_TOP_K, topK)), MAX_TOP_K]) {
-      const answers = await this.#ask(`top_k=${k}&temperature=${temperature}`, b);
+      const answers = await this.#ask({ topK: k, temperature }, b);
       const rows = Uint32Array.from(answers, (a) => a.rows);
       const sections = answers.map((a) => splitSections(a.body, b.n));
       pending = pending.filter((v) => {
@@ -215,7 +223,7 @@ export class LmHeadClient {
   async topK(hidden, k) {
     if (!Number.isInteger(k) || k < 1 || k > MAX_TOP_K) throw new RangeError(`k must be an integer from 1 to ${MAX_TOP_K}`);
     const b = body(hidden);
-    const answers = await this.#ask(`top_k=${k}&temperature=1`, b);
+    const answers = await this.#ask({ topK: k, temperature: 1 }, b);
     const out = this.#perVector(answers, b.n, (bytes) => {
       const merged = math.mergeTopK(bytes, answers.length, k);
       const lse = math.logSumExp(bytes, answers.length);
@@ -241,7 +249,7 @@ export class LmHeadClient {
     }
     checkSampling(temperature);
     const b = body(hidden);
-    const answers = await this.#ask(`tokens=${tokens.join(",")}&temperature=${temperature}`, b);
+    const answers = await this.#ask({ tokens, temperature }, b);
     const out = this.#perVector(answers, b.n, (bytes) => {
       const lp = Array.from(math.logprobs(bytes, answers.length, Uint32Array.from(tokens), temperature));
       lp.forEach((l, i) => {
@@ -255,7 +263,7 @@ export class LmHeadClient {
   /** All logits (for debugging: 4 bytes per token per vector). @returns {Promise<Float32Array | Float32Array[]>} */
   async logits(hidden) {
     const b = body(hidden);
-    const answers = await this.#ask("", b);
+    const answers = await this.#ask({}, b);
     const vocab = answers.reduce((s, a) => s + a.rows, 0);
     const out = [];
     for (let v = 0; v < b.n; v++) {
@@ -286,15 +294,16 @@ export class LmHeadClient {
   #waiting = new Map();
 
   /**
-   * Every shard's answer for the vectors of `b` (`seed`: plain sampling's, added to `query`).
-   * With `coalesce`, the calls of one kind (same query, same vector length) made in this turn
+   * Every shard's answer for the vectors of `b` in reply form `form` (`seed`: plain sampling's).
+   * With `coalesce`, the calls of one kind (same form, same vector length) made in this turn
    * of the event loop share requests of up to 8 vectors; each call gets its own part of every
    * answer, and sampled vectors keep their own noise (`seeds=SEED:VECTOR,…`), so the results
    * are those of the calls alone.
    */
-  #ask(query, b, seed) {
-    if (!this.coalesce) return this.#askNow(seed === undefined ? query : `${query}&seed=${seed}`, b);
-    const key = `${seed === undefined ? "" : "seed"}|${b.bytes.length / b.n}|${query}`;
+  #ask(form, b, seed) {
+    const sampling = seed !== undefined;
+    if (!this.coalesce) return this.#askNow(queryOf(form, this.precision, sampling ? [seed] : []), b);
+    const key = `${sampling ? "seed" : ""}|${b.bytes.length / b.n}|${JSON.stringify(form)}`;
     return new Promise((resolve, reject) => {
       let calls = this.#waiting.get(key);
       if (!calls) {
@@ -302,7 +311,7 @@ export class LmHeadClient {
         this.#waiting.set(key, calls);
         setTimeout(() => {
           this.#waiting.delete(key);
-          this.#flush(query, seed !== undefined, calls);
+          this.#flush(form, sampling, calls);
         }, 0);
       }
       calls.push({ b, seed, resolve, reject });
@@ -310,7 +319,7 @@ export class LmHeadClient {
   }
 
   /** Sends waiting calls of one kind, packed in order into requests of at most 8 vectors. */
-  #flush(query, sampling, calls) {
+  #flush(form, sampling, calls) {
     const batches = [];
     for (const call of calls) {
       const last = batches.at(-1);
@@ -319,19 +328,21 @@ export class LmHeadClient {
         last.n += call.b.n;
       } else batches.push({ calls: [call], n: call.b.n });
     }
-    const alone = (c) => this.#askNow(sampling ? `${query}&seed=${c.seed}` : query, c.b);
+    const alone = (c) => this.#askNow(queryOf(form, this.precision, sampling ? [c.seed] : []), c.b);
+    const logits = !sampling && !form.topK && !form.tokens;
     for (const { calls, n } of batches) {
       if (calls.length === 1) {
         alone(calls[0]).then(calls[0].resolve, calls[0].reject);
         continue;
       }
-      const noise = calls.flatMap((c) => Array.from({ length: c.b.n }, (_, v) => `${c.seed}:${v}`));
+      const seeds = sampling ? calls.flatMap((c) => Array(c.b.n).fill(c.seed)) : [];
+      const vectors = sampling ? calls.flatMap((c) => [...Array(c.b.n).keys()]) : [];
       const merged = { bytes: concat(calls.map((c) => c.b.bytes)), n };
-      this.#askNow(sampling ? `${query}&seeds=${noise.join(",")}` : query, merged).then(
+      this.#askNow(queryOf(form, this.precision, seeds, vectors), merged).then(
         (answers) => {
           let at = 0;
           for (const c of calls) {
-            const part = (a) => (query === "" ? a.body.subarray(4 * a.rows * at, 4 * a.rows * (at + c.b.n)) : concat(splitSections(a.body, n).slice(at, at + c.b.n)));
+            const part = (a) => (logits ? a.body.subarray(4 * a.rows * at, 4 * a.rows * (at + c.b.n)) : concat(splitSections(a.body, n).slice(at, at + c.b.n)));
             c.resolve(answers.map((a) => ({ ...a, batch: c.b.n, body: part(a) })));
             at += c.b.n;
           }
@@ -406,8 +417,7 @@ export class LmHeadClient {
 
   async #askShard(i, query, b) {
     const shard = this.shards[i];
-    const q = [query, this.precision === "int8" ? "precision=int8" : ""].filter(Boolean).join("&");
-    const url = q ? `${shard.url}?${q}` : shard.url;
+    const url = query ? `${shard.url}?${query}` : shard.url;
     return this.#post(i, url, b.bytes, (r) => this.#answer(i, url, r));
   }
 
