@@ -46,7 +46,7 @@ use cobordism_protocol::{
 };
 
 use crate::bodies::Body;
-use crate::error::{replaced, reserve, ShardError};
+use crate::error::{reserve, slice_loading, ShardError, REPLACED};
 use crate::resident::Shard;
 
 /// Most turns of the event loop a request yields for others to join its pass: the first always,
@@ -179,7 +179,7 @@ impl Coalescer {
     ) -> Result<Answer, ShardError> {
         let hidden = shard
             .with_resident(|r| r.manifest.hidden)
-            .ok_or_else(replaced)?;
+            .ok_or_else(|| slice_loading(REPLACED))?;
         let n = body.with(|bytes| check_hidden(bytes, hidden))?;
         let n = n.map_err(refused)?;
         body.complete();
@@ -233,7 +233,7 @@ impl Coalescer {
                 if jobs.iter().any(|j| j.hidden != hidden) {
                     // The slice was replaced by one of another shape since the bodies were
                     // checked: their vectors mean nothing to it.
-                    return Err(replaced());
+                    return Err(slice_loading(REPLACED));
                 }
                 let mut xs = Vec::new();
                 reserve(
@@ -274,7 +274,7 @@ impl Coalescer {
                     })
                     .collect::<Vec<_>>())
             })
-            .unwrap_or_else(|| Err(replaced()));
+            .unwrap_or_else(|| Err(slice_loading(REPLACED)));
         self.loaded
             .set(jobs.len() > 1 || !self.queue.borrow().is_empty());
         let mut stats = self.stats.get();

@@ -112,30 +112,16 @@ pub(crate) fn zeroed<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T
     Ok(v)
 }
 
-/// `503 slice_loading`: another request is loading the slice (`received` of `expected` bytes in).
-pub(crate) fn loading(received: u64, expected: u64) -> ShardError {
-    ShardError::new(
-        ErrorCode::SliceLoading,
-        format!(
-            "the slice is being loaded ({:.0}% done); retry shortly",
-            100.0 * received as f64 / expected.max(1) as f64
-        ),
-    )
+/// `503 slice_loading`, with why (the slice loading, replaced under a request, a load taken
+/// over): worth a retry shortly.
+pub(crate) fn slice_loading(why: impl fmt::Display) -> ShardError {
+    ShardError::new(ErrorCode::SliceLoading, format!("{why}; retry shortly"))
 }
 
-/// `503 slice_loading`: the slice a request was checked against was replaced (or dropped)
-/// before its answer was computed.
-pub fn replaced() -> ShardError {
-    ShardError::new(ErrorCode::SliceLoading, "the slice was replaced; retry")
-}
-
-/// `503 slice_loading`: the load a request ran was taken over by another (it had stalled).
-pub(crate) fn superseded() -> ShardError {
-    ShardError::new(
-        ErrorCode::SliceLoading,
-        "another request took over loading the slice; retry shortly",
-    )
-}
+/// Why: the slice a request was checked against was replaced (or dropped) before its answer.
+pub(crate) const REPLACED: &str = "the slice was replaced";
+/// Why: the load a request ran was taken over by another (it had stalled).
+pub(crate) const SUPERSEDED: &str = "another request took over loading the slice";
 
 /// `503 slice_corrupt`: the object does not match the manifest in `aspect` (no retry: the
 /// same bytes give the same mismatch until the model is uploaded again).

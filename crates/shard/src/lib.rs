@@ -34,7 +34,7 @@ mod warming;
 
 pub use bodies::{too_large, Body, BodyPool};
 pub use coalesce::{Answer, Arrival, Coalescer, PassStats, MAX_TURNS};
-pub use error::{replaced, ShardError};
+pub use error::ShardError;
 pub use framing::{declared_length, unreadable};
 pub use isolate::Isolate;
 pub use pipeline::{Framing, Served, MAX_BODY_BYTES};

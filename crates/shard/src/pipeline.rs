@@ -18,9 +18,8 @@ use cobordism_protocol::wire::AnswerHeaders;
 use cobordism_protocol::{max_body_bytes, ErrorCode, Form, Query, MAX_HIDDEN};
 use futures_util::{Stream, StreamExt};
 
-use crate::{
-    declared_length, replaced, too_large, Answer, Isolate, Residency, Settings, ShardError,
-};
+use crate::error::{slice_loading, REPLACED};
+use crate::{declared_length, too_large, Answer, Isolate, Residency, Settings, ShardError};
 
 /// The largest body any manifest allows: refused from its `Content-Length` before anything else.
 pub const MAX_BODY_BYTES: usize = max_body_bytes(MAX_HIDDEN as u64) as usize;
@@ -101,7 +100,7 @@ impl Isolate<'_> {
         let (hidden, slots) = self
             .shard
             .with_resident(|r| (r.manifest.hidden, r.need.bodies_in_flight(cfg.budget_bytes)))
-            .ok_or_else(replaced)?;
+            .ok_or_else(|| slice_loading(REPLACED))?;
         let cap = max_body_bytes(hidden as u64) as usize;
         if declared.is_some_and(|n| n > cap as u64) && !cfg!(shard_perturb = "body_first") {
             return Err(too_large(cap));

@@ -9,7 +9,7 @@ use cobordism_protocol::{
 };
 
 use super::{Resident, Shard};
-use crate::error::{corrupt, reserve, store_failed, superseded, zeroed, ShardError};
+use crate::error::{corrupt, reserve, slice_loading, store_failed, zeroed, ShardError, SUPERSEDED};
 use crate::ranges::{read_ranges, ReadFailure};
 use crate::settings::Settings;
 use crate::store::{read_chunks, Chunk, ChunksStop, Host, Object, ObjectBody};
@@ -135,7 +135,7 @@ impl Shard {
             l.buf = core::mem::take(&mut buf);
             l.expected = entry.bytes;
         })
-        .ok_or_else(superseded)?;
+        .ok_or_else(|| slice_loading(SUPERSEDED))?;
         // The checksum follows the slice's filled prefix as it grows, so that a single stream
         // is hashed while it arrives and the rest once the ranges before it are in.
         let hashed = RefCell::new((Checksum::new(), 0usize));
@@ -161,7 +161,7 @@ impl Shard {
                     *done = prefix;
                 }
             })
-            .ok_or_else(superseded)
+            .ok_or_else(|| slice_loading(SUPERSEDED))
         };
         read_ranges(host, &key, entry.bytes, cfg.load_streams, &write)
             .await
@@ -185,7 +185,7 @@ impl Shard {
             })?;
         let slice = self
             .with_loading(generation, |l| core::mem::take(&mut l.buf))
-            .ok_or_else(superseded)?;
+            .ok_or_else(|| slice_loading(SUPERSEDED))?;
         let (checksum, done) = hashed.into_inner();
         if done != size {
             // `read_ranges` returned: every range is filled, so the prefix is the whole slice.

@@ -42,7 +42,7 @@ use core::cell::RefCell;
 
 use cobordism_protocol::{Manifest, MemoryNeed, ShardEntry};
 
-use crate::error::{self, superseded, ShardError};
+use crate::error::{slice_loading, ShardError, SUPERSEDED};
 use crate::settings::Settings;
 use crate::stall::stalled;
 use crate::store::Host;
@@ -181,7 +181,10 @@ impl Shard {
                 },
             },
             Phase::Loading(l) if !stalled(l.last_progress_ms, now, cfg.load_stall_ms) => {
-                Next::Wait(error::loading(l.received, l.expected))
+                Next::Wait(slice_loading(format_args!(
+                    "the slice is being loaded ({:.0}% done)",
+                    100.0 * l.received as f64 / l.expected.max(1) as f64
+                )))
             }
             Phase::Failed { error, until_ms } if now < *until_ms => Next::Wait(error.clone()),
             _ => Next::Load,
@@ -229,7 +232,7 @@ impl Shard {
             .loading_mut()
             .is_some_and(|l| l.generation == generation);
         match result {
-            Ok(_) if !ours => Err(superseded()),
+            Ok(_) if !ours => Err(slice_loading(SUPERSEDED)),
             Ok(mut resident) => {
                 resident.load_ms = now - started;
                 let load_ms = resident.load_ms;
