@@ -13,6 +13,8 @@
 //!   wrong or oversized one from costing memory or a load;
 //! * [`wait_resident`]: a request that finds the slice loading waits for that load;
 //! * [`Shard::warm`]: the warm-up; [`ensure_kept_alive`]: a load that outlives its request;
+//! * [`object`]: object residency (a shard's slice in its Durable Object), its replicas and
+//!   keep-warm;
 //! * [`Settings::from_vars`]: the Worker's variables, their defaults and ranges;
 //! * [`HealthReport`] and [`WarmReport`]: what `/healthz` and the warm-up answer;
 //! * [`ShardError`]: every error answer, with what is for the caller and what for the log.
@@ -22,6 +24,7 @@ mod coalesce;
 mod error;
 mod framing;
 mod isolate;
+pub mod object;
 mod pipeline;
 pub mod ranges;
 mod report;
@@ -37,9 +40,10 @@ pub use coalesce::{Answer, Arrival, Coalescer, PassStats, MAX_TURNS};
 pub use error::ShardError;
 pub use framing::{declared_length, unreadable};
 pub use isolate::Isolate;
+pub use object::{object_name, KeepWarm, ResidencyMode};
 pub use pipeline::{Framing, Served, MAX_BODY_BYTES};
 pub use ranges::{DEFAULT_LOAD_STREAMS, MAX_LOAD_STREAMS};
-pub use report::{HealthReport, PassReport, PublicHealthReport, SliceReport, WarmReport};
+pub use report::{HealthReport, PassReport, PublicHealthReport, Runtime, SliceReport, WarmReport};
 pub use resident::{Health, Residency, Resident, Shard};
 pub use settings::Settings;
 pub use store::{Chunk, Host, Object, ObjectBody, StoreError};

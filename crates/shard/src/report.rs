@@ -38,6 +38,29 @@ pub struct HealthReport {
     pub backend: &'static str,
     /// The shard Worker's version.
     pub build_version: &'static str,
+    /// Where the slice lives: `isolate` or `object` (`RESIDENCY`).
+    pub residency: &'static str,
+    /// The Durable Object that answered (`shard-I/R`), with object residency.
+    pub object: Option<String>,
+    /// Slices loaded completely since the isolate started.
+    pub loads: u64,
+    /// Since the isolate's first request (host clock: it moves only with I/O in production).
+    pub age_ms: f64,
+}
+
+/// What the host knows of the runtime, for [`HealthReport`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Runtime {
+    /// Bytes of wasm linear memory in use.
+    pub wasm_memory_bytes: u64,
+    /// The kernels' backend.
+    pub backend: &'static str,
+    /// The shard Worker's version.
+    pub build_version: &'static str,
+    /// The Durable Object serving, with object residency.
+    pub object: Option<String>,
+    /// Since the isolate's first request.
+    pub age_ms: f64,
 }
 
 /// The resident slice, in [`HealthReport`].
@@ -89,15 +112,8 @@ pub struct PassReport {
 }
 
 impl Isolate<'_> {
-    /// `/healthz` at `now_ms`, with the instance's wasm memory, backend and version.
-    pub fn health_report(
-        &self,
-        cfg: &Settings,
-        now_ms: f64,
-        wasm_memory_bytes: u64,
-        backend: &'static str,
-        build_version: &'static str,
-    ) -> HealthReport {
+    /// `/healthz` at `now_ms`, with what the host knows of the runtime.
+    pub fn health_report(&self, cfg: &Settings, now_ms: f64, runtime: Runtime) -> HealthReport {
         let health = self.shard.health(now_ms);
         let slice = self.shard.with_resident(|r| SliceReport {
             row_start: r.entry.row_start,
@@ -125,7 +141,7 @@ impl Isolate<'_> {
             checked_ms_ago: health.checked_ms_ago,
             last_check_error: health.last_check_error,
             slice,
-            wasm_memory_bytes,
+            wasm_memory_bytes: runtime.wasm_memory_bytes,
             bodies_in_flight: self.bodies.in_flight(),
             passes: PassReport {
                 count: stats.passes(),
@@ -136,8 +152,12 @@ impl Isolate<'_> {
                 waiting: self.passes.waiting(),
             },
             budget_bytes: cfg.budget_bytes,
-            backend,
-            build_version,
+            backend: runtime.backend,
+            build_version: runtime.build_version,
+            residency: cfg.residency.name(),
+            object: runtime.object,
+            loads: health.loads,
+            age_ms: runtime.age_ms,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use cobordism_protocol::{mib_to_bytes, DEFAULT_BUDGET_MIB};
 
+use crate::object::{ResidencyMode, MAX_REPLICAS};
 use crate::ranges::{DEFAULT_LOAD_STREAMS, MAX_LOAD_STREAMS};
 use crate::ShardError;
 
@@ -29,6 +30,13 @@ pub struct Settings {
     /// Whether concurrent requests share passes (`COALESCE`, default on; `"0"` turns it off:
     /// each request then computes alone, as soon as its body is in).
     pub coalesce: bool,
+    /// Where the slice lives (`RESIDENCY`: `isolate` or `object`, [`crate::object`]).
+    pub residency: ResidencyMode,
+    /// Durable Objects per shard with object residency (`REPLICAS`, 1 ..= 64).
+    pub replicas: u32,
+    /// How long an object is kept in memory after its last request (`KEEP_WARM_S`, in ms here;
+    /// 0: as long as the platform keeps it, 70–140 s).
+    pub keep_warm_ms: f64,
 }
 
 impl Settings {
@@ -45,6 +53,9 @@ impl Settings {
     /// | `LOAD_STALL_MS` | 15000 | a number |
     /// | `LOAD_STREAMS` | 4 | 1 … 6 |
     /// | `COALESCE` | on | `"0"` turns it off |
+    /// | `RESIDENCY` | `isolate` | `isolate` or `object` |
+    /// | `REPLICAS` | 1 | 1 … 64 |
+    /// | `KEEP_WARM_S` | 0 | 0 … 86400 |
     ///
     /// Numbers may have white space around them. A missing or wrong one is `503 misconfigured`,
     /// naming the variable and its value for the operator's log only.
@@ -70,6 +81,26 @@ impl Settings {
                  holds at most 6 connections open at once)"
             )));
         }
+        let residency = match var("RESIDENCY") {
+            None => ResidencyMode::Isolate,
+            Some(v) => ResidencyMode::from_name(v.trim()).ok_or_else(|| {
+                ShardError::config(format!(
+                    "RESIDENCY = {v:?}: expected \"isolate\" (the default) or \"object\""
+                ))
+            })?,
+        };
+        let replicas: u32 = number(&var, "REPLICAS", Some(1))?;
+        if !(1..=MAX_REPLICAS).contains(&replicas) {
+            return Err(ShardError::config(format!(
+                "REPLICAS {replicas} is not in 1…{MAX_REPLICAS}"
+            )));
+        }
+        let keep_warm_s: f64 = number(&var, "KEEP_WARM_S", Some(0.0))?;
+        if !(0.0..=86_400.0).contains(&keep_warm_s) {
+            return Err(ShardError::config(format!(
+                "KEEP_WARM_S {keep_warm_s} is not in 0…86400 (seconds)"
+            )));
+        }
         Ok(Settings {
             shard_index,
             shard_count,
@@ -80,6 +111,9 @@ impl Settings {
             load_stall_ms: number(&var, "LOAD_STALL_MS", Some(15000.0))?,
             load_streams,
             coalesce: var("COALESCE").is_none_or(|v| v.trim() != "0"),
+            residency,
+            replicas,
+            keep_warm_ms: keep_warm_s * 1000.0,
         })
     }
 

@@ -5,7 +5,9 @@ mod common;
 
 use std::pin::pin;
 
-use cobordism_shard::{BodyPool, Coalescer, Isolate, PublicHealthReport, Shard, WarmReport};
+use cobordism_shard::{
+    BodyPool, Coalescer, Isolate, PublicHealthReport, Runtime, Shard, WarmReport,
+};
 use common::*;
 use serde_json::{json, Value};
 
@@ -15,7 +17,14 @@ fn health(shard: &Shard, passes: &Coalescer, bodies: &BodyPool, now_ms: f64) -> 
         passes,
         bodies,
     };
-    let report = isolate.health_report(&settings(2), now_ms, 1 << 20, "scalar", "9.9.9");
+    let runtime = Runtime {
+        wasm_memory_bytes: 1 << 20,
+        backend: "scalar",
+        build_version: "9.9.9",
+        object: Some("shard-0/1".into()),
+        age_ms: 1234.0,
+    };
+    let report = isolate.health_report(&settings(2), now_ms, runtime);
     serde_json::to_value(report).unwrap()
 }
 
@@ -47,6 +56,10 @@ fn an_empty_shard_reports_its_settings_and_nothing_resident() {
             "budget_bytes": 100 << 20,
             "backend": "scalar",
             "build_version": "9.9.9",
+            "residency": "isolate",
+            "object": "shard-0/1",
+            "loads": 0,
+            "age_ms": 1234.0,
         })
     );
     let public = serde_json::to_value(PublicHealthReport::of(&shard, 0.0)).unwrap();
@@ -64,6 +77,7 @@ fn a_loaded_shard_reports_its_slice() {
     assert_eq!(report["state"], "ready");
     assert_eq!(report["resident"], true);
     assert_eq!(report["checked_ms_ago"], 1500.0);
+    assert_eq!(report["loads"], 1);
     let slice = &report["slice"];
     assert_eq!(slice["row_start"], entry.row_start);
     assert_eq!(slice["row_count"], entry.row_count);

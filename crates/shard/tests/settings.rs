@@ -1,7 +1,7 @@
 //! `Settings::from_vars`: the Worker's variables, their defaults, ranges and errors (the Worker
 //! only hands its environment over).
 
-use cobordism_shard::{Settings, ShardError};
+use cobordism_shard::{ResidencyMode, Settings, ShardError};
 
 /// The settings from `vars` (`NAME=value` pairs).
 fn from(vars: &[(&str, &str)]) -> Result<Settings, ShardError> {
@@ -59,6 +59,9 @@ fn the_defaults_fill_what_is_not_set() {
             load_stall_ms: 15000.0,
             load_streams: 4,
             coalesce: true,
+            residency: ResidencyMode::Isolate,
+            replicas: 1,
+            keep_warm_ms: 0.0,
         }
     );
     assert_eq!(s.manifest_key(), "models/qwen/manifest.json");
@@ -82,6 +85,16 @@ fn every_setting_is_read_with_white_space_around_numbers() {
     );
     assert_eq!((s.load_streams, s.coalesce), (6, false));
     assert!(from(&with(&[("COALESCE", "1")])).unwrap().coalesce);
+    let object = from(&with(&[
+        ("RESIDENCY", " object "),
+        ("REPLICAS", "3"),
+        ("KEEP_WARM_S", "600"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        (object.residency, object.replicas, object.keep_warm_ms),
+        (ResidencyMode::Object, 3, 600_000.0)
+    );
 }
 
 #[test]
@@ -98,7 +111,7 @@ fn missing_required_variables_are_named_for_the_operator() {
 
 #[test]
 fn values_out_of_range_or_not_numbers_are_refused() {
-    let cases: [(&[(&str, &str)], &str); 8] = [
+    let cases: [(&[(&str, &str)], &str); 12] = [
         (&[("SHARD_INDEX", "8")], "not below SHARD_COUNT 8"),
         (&[("SHARD_INDEX", "-1")], "SHARD_INDEX = \"-1\""),
         (&[("SHARD_COUNT", "eight")], "SHARD_COUNT = \"eight\""),
@@ -113,6 +126,10 @@ fn values_out_of_range_or_not_numbers_are_refused() {
             "MEMORY_BUDGET_MIB = \"1.5\"",
         ),
         (&[("MANIFEST_TTL_MS", "soon")], "MANIFEST_TTL_MS = \"soon\""),
+        (&[("RESIDENCY", "durable")], "RESIDENCY = \"durable\""),
+        (&[("REPLICAS", "0")], "REPLICAS 0 is not in 1…64"),
+        (&[("REPLICAS", "65")], "REPLICAS 65 is not in 1…64"),
+        (&[("KEEP_WARM_S", "-1")], "KEEP_WARM_S -1 is not in 0…86400"),
     ];
     for (extra, why) in cases {
         let internal = refused(&with(extra));

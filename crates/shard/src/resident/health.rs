@@ -15,6 +15,8 @@ pub struct Health {
     /// Why the last manifest check failed, while checks fail; with no slice resident, why the
     /// last load failed (state `failed`).
     pub last_check_error: Option<String>,
+    /// Slices loaded completely since the isolate started.
+    pub loads: u64,
 }
 
 impl Shard {
@@ -26,6 +28,7 @@ impl Shard {
             loading_next: false,
             checked_ms_ago: None,
             last_check_error: None,
+            loads: s.loads,
         };
         match &s.phase {
             Phase::Empty => quiet("empty"),
@@ -39,6 +42,7 @@ impl Shard {
                 loading_next: next.is_some(),
                 checked_ms_ago: Some(now_ms - check.ok_ms),
                 last_check_error: check.last_error.clone(),
+                loads: s.loads,
             },
         }
     }

@@ -125,6 +125,8 @@ struct State {
     phase: Phase,
     /// Counts loads begun, so that a load taken over knows it.
     generation: u64,
+    /// Loads that completed.
+    loads: u64,
 }
 
 /// One shard's slice and its life cycle. Single-threaded: requests interleave at `await`s.
@@ -237,6 +239,7 @@ impl Shard {
                 resident.load_ms = now - started;
                 let load_ms = resident.load_ms;
                 s.phase = Phase::ready(resident, now, cfg);
+                s.loads += 1;
                 Ok(Residency {
                     hit: false,
                     load_ms,

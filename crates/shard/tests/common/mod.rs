@@ -298,6 +298,9 @@ pub fn settings(shards: usize) -> Settings {
         load_stall_ms: 15000.0,
         load_streams: 4,
         coalesce: true,
+        residency: cobordism_shard::ResidencyMode::Isolate,
+        replicas: 1,
+        keep_warm_ms: 0.0,
     }
 }
 

@@ -1,0 +1,98 @@
+//! Object residency (`RESIDENCY = "object"`): each shard's slice in a Durable Object instead of
+//! in whichever isolate the platform picks for a request.
+//!
+//! The shard Worker's `fetch` then only routes and authenticates, and hands the request to the
+//! object named by [`object_name`]; the object runs the whole life cycle ([`crate::Shard`],
+//! coalescing, warm-up) in its own isolate, where every request for that name arrives. With
+//! `REPLICAS = R` a shard has R objects; a caller's session key (the `X-Cobordism-Session`
+//! header) picks one, always the same for the same key, so a decoding stream's requests meet
+//! the other streams of that replica in one instance (and coalesce), and R replicas give R
+//! threads of compute per shard.
+//!
+//! An object stays in memory while requests or events keep arriving (Cloudflare evicts it after
+//! 70–140 s without any). [`KeepWarm`] (`KEEP_WARM_S`) holds it between sessions: every request
+//! notes its time, and an alarm every [`KEEP_WARM_TICK_MS`] is set again as long as the last
+//! request is less than `KEEP_WARM_S` old, so the object stays resident up to that long after
+//! its last request (and is billed for it: duration is per GB-s of the 128 MB while in memory).
+//!
+//! | event | keep-warm off | on, no alarm pending | on, alarm pending |
+//! |---|---|---|---|
+//! | request | nothing | note the time, set an alarm in a tick | note the time |
+//! | alarm, last request < `KEEP_WARM_S` ago | — | — | set the next alarm in a tick |
+//! | alarm, last request older | — | — | none: the object may be evicted |
+
+use core::cell::Cell;
+
+use crate::Settings;
+
+/// Where a shard's slice lives (`RESIDENCY`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResidencyMode {
+    /// In whichever isolate serves the request (`"isolate"`, the default).
+    Isolate,
+    /// In the shard's Durable Object (`"object"`).
+    Object,
+}
+
+impl ResidencyMode {
+    /// The variable's value for this mode (and `/healthz`'s `residency`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ResidencyMode::Isolate => "isolate",
+            ResidencyMode::Object => "object",
+        }
+    }
+
+    /// The mode a variable's value names.
+    pub fn from_name(name: &str) -> Option<ResidencyMode> {
+        [ResidencyMode::Isolate, ResidencyMode::Object]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
+}
+
+/// Most Durable Objects per shard (`REPLICAS`).
+pub const MAX_REPLICAS: u32 = 64;
+
+/// The keep-warm alarm's period: well inside the 70 s an idle object is surely kept.
+pub const KEEP_WARM_TICK_MS: f64 = 30_000.0;
+
+/// The name of the object that serves shard `cfg.shard_index` for a caller with session key
+/// `session`: `shard-I/R`, the replica `R` a hash of the key (FNV-1a) modulo `REPLICAS`, `0`
+/// without a key.
+pub fn object_name(cfg: &Settings, session: Option<&str>) -> String {
+    let replica = session.map_or(0, |key| fnv1a(key.as_bytes()) % u64::from(cfg.replicas));
+    format!("shard-{}/{replica}", cfg.shard_index)
+}
+
+/// FNV-1a, 64 bits: a stable, well-spread hash of a short key.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The keep-warm alarm's state (see the module doc's table).
+#[derive(Default)]
+pub struct KeepWarm {
+    last_request_ms: Cell<f64>,
+    alarm_pending: Cell<bool>,
+}
+
+impl KeepWarm {
+    /// A request arrived at `now_ms`: the alarm to set, in milliseconds from now, if any.
+    pub fn on_request(&self, now_ms: f64, cfg: &Settings) -> Option<f64> {
+        if cfg.keep_warm_ms <= 0.0 {
+            return None;
+        }
+        self.last_request_ms.set(now_ms);
+        (!self.alarm_pending.replace(true)).then_some(KEEP_WARM_TICK_MS)
+    }
+
+    /// The alarm fired at `now_ms`: the next one, in milliseconds from now, if any.
+    pub fn on_alarm(&self, now_ms: f64, cfg: &Settings) -> Option<f64> {
+        let keep = now_ms - self.last_request_ms.get() < cfg.keep_warm_ms;
+        self.alarm_pending.set(keep);
+        keep.then_some(KEEP_WARM_TICK_MS)
+    }
+}

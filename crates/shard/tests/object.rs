@@ -1,0 +1,77 @@
+//! Object residency's rules (`cobordism_shard::object`): which object serves a session, and
+//! when the keep-warm alarm is set.
+
+mod common;
+
+use std::collections::HashMap;
+
+use cobordism_shard::object::KEEP_WARM_TICK_MS;
+use cobordism_shard::{object_name, KeepWarm, Settings};
+use common::settings;
+
+fn replicas(n: u32) -> Settings {
+    Settings {
+        replicas: n,
+        ..settings(8)
+    }
+}
+
+#[test]
+fn a_session_always_gets_the_same_replica_and_sessions_spread_over_all() {
+    let cfg = replicas(4);
+    assert_eq!(
+        object_name(&cfg, None),
+        "shard-0/0",
+        "no session key: replica 0"
+    );
+    let mut by_replica = HashMap::new();
+    for s in 0..400 {
+        let key = format!("session-{s}");
+        let name = object_name(&cfg, Some(&key));
+        assert_eq!(name, object_name(&cfg, Some(&key)), "stable");
+        *by_replica.entry(name).or_insert(0) += 1;
+    }
+    assert_eq!(by_replica.len(), 4, "{by_replica:?}");
+    assert!(
+        by_replica.values().all(|&n| (60..=140).contains(&n)),
+        "{by_replica:?}"
+    );
+    let one = replicas(1);
+    assert_eq!(object_name(&one, Some("anything")), "shard-0/0");
+    let other_shard = Settings {
+        shard_index: 5,
+        ..replicas(4)
+    };
+    assert!(object_name(&other_shard, Some("a")).starts_with("shard-5/"));
+}
+
+#[test]
+fn keep_warm_off_sets_no_alarm() {
+    let (cfg, warm) = (replicas(1), KeepWarm::default());
+    assert_eq!(warm.on_request(0.0, &cfg), None);
+    assert_eq!(warm.on_request(1.0, &cfg), None);
+}
+
+#[test]
+fn keep_warm_sets_one_alarm_at_a_time_and_stops_after_its_time() {
+    let cfg = Settings {
+        keep_warm_ms: 100_000.0,
+        ..replicas(1)
+    };
+    let warm = KeepWarm::default();
+    assert_eq!(warm.on_request(0.0, &cfg), Some(KEEP_WARM_TICK_MS));
+    assert_eq!(warm.on_request(10.0, &cfg), None, "one is pending");
+    let mut now = 10.0 + KEEP_WARM_TICK_MS;
+    let mut alarms = 0;
+    while let Some(next) = warm.on_alarm(now, &cfg) {
+        alarms += 1;
+        now += next;
+    }
+    // Alarms at 30, 60 and 90 s after the last request keep it; the one at 120 s lets it go.
+    assert_eq!(alarms, 3);
+    assert_eq!(
+        warm.on_request(now, &cfg),
+        Some(KEEP_WARM_TICK_MS),
+        "a new session"
+    );
+}
