@@ -6,6 +6,7 @@ import { parseArgs } from "node:util";
 import { startShards } from "../worker/local.mjs";
 
 const USAGE = `usage: scripts/local-shards.mjs [--shards 8] [--state DIR] [--prefix P] [--var K=V]…
+                               [--residency isolate|object] [--replicas R]
                                (--token T | --allow-anonymous)
 
 Runs N local shard Workers (workerd through Miniflare, after scripts/build-worker.sh) on loopback
@@ -14,6 +15,9 @@ ports until interrupted, and prints {"endpoints": [...]} on one line when they a
   --state DIR         the local R2 state (as \`cobordism upload --local --persist-to DIR\`)
   --prefix P          MODEL_PREFIX; default model
   --var K=V           another variable for every shard (repeatable), e.g. MEMORY_BUDGET_MIB=100
+  --residency MODE    isolate (default): the slice in whichever isolate serves the request;
+                      object: in the shard's Durable Object (RESIDENCY)
+  --replicas R        Durable Objects per shard with --residency object, 1 to 64; default 1
   --token T           the AUTH_TOKEN secret (default: $COBORDISM_TOKEN)
   --allow-anonymous   serve callers without a token (ALLOW_ANONYMOUS = "1")
 It stops on Ctrl-C, SIGTERM, or when its standard input closes (its parent went away): started
@@ -30,6 +34,8 @@ try {
       var: { type: "string", multiple: true, default: [] },
       token: { type: "string", default: process.env.COBORDISM_TOKEN },
       "allow-anonymous": { type: "boolean", default: false },
+      residency: { type: "string", default: "isolate" },
+      replicas: { type: "string", default: "1" },
       help: { type: "boolean", short: "h", default: false },
     },
   }));
@@ -56,7 +62,18 @@ if (!Number.isInteger(shards) || shards < 1 || shards > 64) {
   console.error("--shards must be an integer from 1 to 64");
   process.exit(2);
 }
+if (!["isolate", "object"].includes(values.residency)) {
+  console.error(`--residency ${values.residency}: expected isolate or object\n\n${USAGE}`);
+  process.exit(2);
+}
+const replicas = Number(values.replicas);
+if (!Number.isInteger(replicas) || replicas < 1 || replicas > 64) {
+  console.error("--replicas must be an integer from 1 to 64");
+  process.exit(2);
+}
 const local = await startShards({
+  residency: values.residency,
+  replicas,
   shards,
   state: values.state,
   prefix: values.prefix,

@@ -7,7 +7,12 @@
 // linear memory, wasm-bindgen's `--experimental-reset-state-function`), so the shard answers
 // again — it reloads its slice on that request. An abort (failed allocation) makes
 // wasm-bindgen's own abort handler schedule the same reset (`--force-enable-abort-handler`).
-import { WorkerEntrypoint } from "cloudflare:workers";
+//
+// `ShardObject` is the shard's Durable Object class for object residency (`RESIDENCY =
+// "object"`, worker/src/object.rs): its requests and its keep-warm alarm go to the Rust
+// `objectFetch` and `objectAlarm` under the same reset rule. A deployment without the
+// `SHARD_OBJECT` binding never instantiates it.
+import { DurableObject, WorkerEntrypoint } from "cloudflare:workers";
 import * as shard from "./index.js";
 
 const state = shard.__worker_init_state();
@@ -18,18 +23,33 @@ function noteTrap(error) {
 
 addEventListener("error", (event) => noteTrap(event.error));
 
+/** Runs `call` into the wasm instance, resetting it first if a panic or trap broke it. */
+async function guarded(call) {
+  if (state.criticalError) {
+    console.log("cobordism shard: resetting the wasm instance after a panic");
+    shard.__wbg_reset_state();
+    state.criticalError = false;
+  }
+  try {
+    return await call();
+  } catch (e) {
+    noteTrap(e);
+    throw e;
+  }
+}
+
 export default class Shard extends WorkerEntrypoint {
-  async fetch(request) {
-    if (state.criticalError) {
-      console.log("cobordism shard: resetting the wasm instance after a panic");
-      shard.__wbg_reset_state();
-      state.criticalError = false;
-    }
-    try {
-      return await shard.fetch(request, this.env, this.ctx);
-    } catch (e) {
-      noteTrap(e);
-      throw e;
-    }
+  fetch(request) {
+    return guarded(() => shard.fetch(request, this.env, this.ctx));
+  }
+}
+
+export class ShardObject extends DurableObject {
+  fetch(request) {
+    return guarded(() => shard.objectFetch(request, this.env, this.ctx));
+  }
+
+  alarm() {
+    return guarded(() => shard.objectAlarm(this.env, this.ctx));
   }
 }

@@ -15,6 +15,9 @@ export const PLAIN_SCRIPT = join(here, "..", "target", "worker-plain", "build", 
 export const TEST_SCRIPT = join(here, "..", "target", "worker-test", "build", "index.js");
 export const BUCKET = "cobordism-lm-head";
 export const BINDING = "LM_HEAD";
+/** Object residency's Durable Object binding and class (worker/src/object.rs, worker/entry.mjs). */
+export const OBJECT_BINDING = "SHARD_OBJECT";
+export const OBJECT_CLASS = "ShardObject";
 
 /**
  * Starts `shards` local shard Workers. Like deployed ones they are closed by default: pass
@@ -36,15 +39,22 @@ export const BINDING = "LM_HEAD";
  * @param {{firstByteMs?: number, bytesPerSec?: number}} [o.r2Shape] wraps the R2 binding so that
  *   it behaves like production R2 rather than a local disk: every `get` answers after
  *   `firstByteMs`, and each body streams at most `bytesPerSec` (per stream)
- * @returns {Promise<{endpoints: string[], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare}>}
+ * @param {"isolate"|"object"} [o.residency="isolate"] RESIDENCY: with "object" each shard's
+ *   slice lives in its Durable Object (the `SHARD_OBJECT` binding, SQLite-backed, as deployed)
+ * @param {number} [o.replicas=1] REPLICAS: objects per shard, with object residency
+ * @param {number} [o.fronts=1] isolates (workers) serving each shard's URL, each on its own
+ *   port (`frontEndpoints[i]`; `endpoints[i]` is the first): a benchmark's balancer picks one
+ * @returns {Promise<{endpoints: string[], frontEndpoints: string[][], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare}>}
  */
-export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape } = {}) {
+export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, fronts = 1 } = {}) {
+  if (!["isolate", "object"].includes(residency)) throw new Error(`residency ${residency}: expected isolate or object`);
+  const object = residency === "object";
   const wrapped = r2Faults || r2Shape;
   if (!existsSync(script)) {
     throw new Error(`${script} is missing: run scripts/build-worker.sh${testBuild ? " --test" : ""} first`);
   }
-  const workers = Array.from({ length: shards }, (_, i) => ({
-    name: `s${i}`,
+  const shard = (i, name, extra) => ({
+    name,
     modules: true,
     scriptPath: script,
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
@@ -53,13 +63,26 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
       SHARD_INDEX: String(i),
       SHARD_COUNT: String(shards),
       MODEL_PREFIX: prefix,
+      ...(object ? { RESIDENCY: "object", REPLICAS: String(replicas) } : {}),
       ...vars,
       ...(authToken ? { AUTH_TOKEN: authToken } : {}),
       ...(anonymous ? { ALLOW_ANONYMOUS: "1" } : {}),
     },
     ...(wrapped ? { wrappedBindings: { [BINDING]: WRAPPED_R2 } } : { r2Buckets: { [BINDING]: BUCKET } }),
-    unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
-  }));
+    ...extra,
+  });
+  // With object residency each shard's object class runs in a worker of its own (`s<i>-object`,
+  // the same script): its own isolate, as Cloudflare runs an object apart from the isolates that
+  // forward to it, so that a front's reset never touches the slice.
+  const objectOf = (i) => ({ [OBJECT_BINDING]: { className: OBJECT_CLASS, scriptName: `s${i}-object`, useSQLite: true } });
+  const workers = [];
+  for (let i = 0; i < shards; i++) {
+    for (let f = 0; f < fronts; f++) {
+      const extra = { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }], ...(object ? { durableObjects: objectOf(i) } : {}) };
+      workers.push(shard(i, frontName(i, f), extra));
+    }
+    if (object) workers.push(shard(i, `s${i}-object`, { durableObjects: objectOf(i) }));
+  }
   if (wrapped) workers.push(wrappedR2(r2Faults, r2Shape));
   const mf = new Miniflare({
     workers,
@@ -67,19 +90,25 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     log: undefined,
   });
   await mf.ready;
-  const endpoints = [];
+  const url = async (name) => (await mf.unsafeGetDirectURL(name)).toString().replace(/\/$/, "");
+  const frontEndpoints = [];
   for (let i = 0; i < shards; i++) {
-    endpoints.push((await mf.unsafeGetDirectURL(`s${i}`)).toString().replace(/\/$/, ""));
+    frontEndpoints.push(await Promise.all(Array.from({ length: fronts }, (_, f) => url(frontName(i, f)))));
   }
+  const endpoints = frontEndpoints.map((f) => f[0]);
   return {
     mf,
     endpoints,
+    frontEndpoints,
     bucket: () => (wrapped ? mf.getR2Bucket("INNER", WRAPPED_R2) : mf.getR2Bucket(BINDING, "s0")),
     dispose: () => mf.dispose(),
   };
 }
 
 const WRAPPED_R2 = "wrapped-r2";
+
+/** The worker name of shard i's front f (`s<i>`, then `s<i>f<f>`). */
+const frontName = (i, f) => (f === 0 ? `s${i}` : `s${i}f${f}`);
 
 /**
  * The worker behind a wrapped R2 binding: an `R2Bucket` (workers-rs checks the class name) over

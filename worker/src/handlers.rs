@@ -7,11 +7,11 @@ use cobordism_protocol::wire::header;
 use cobordism_protocol::Query;
 use cobordism_shard::{
     ensure_kept_alive, unreadable, wait_resident, BodyPool, Coalescer, Ensure, Framing, Isolate,
-    PublicHealthReport, Residency, Settings, Shard, ShardError,
+    PublicHealthReport, Residency, Runtime, Settings, Shard, ShardError,
 };
 use futures_util::future::LocalBoxFuture;
 use futures_util::{FutureExt, Stream, StreamExt};
-use worker::{Context, Delay, Env, Headers, Request, Response};
+use worker::{Delay, Env, Headers, Request, Response};
 
 use crate::error::ApiError;
 use crate::r2::R2;
@@ -23,6 +23,13 @@ thread_local! {
     static PASSES: Rc<Coalescer> = Rc::new(Coalescer::new());
     /// This isolate's request body buffers.
     static BODIES: BodyPool = BodyPool::default();
+    /// When this isolate served its first request ([`note_start`]).
+    static STARTED_MS: f64 = js_sys::Date::now();
+}
+
+/// Notes the isolate's first request, from which `/healthz` counts its age.
+pub fn note_start() {
+    STARTED_MS.with(|_| ());
 }
 
 /// Bytes of wasm linear memory in use by the instance.
@@ -37,42 +44,41 @@ fn ensure(cfg: &Settings, env: &Env) -> Result<Ensure<'static>, ShardError> {
     Ok(async move { shard.ensure(&cfg, &r2).await }.boxed_local())
 }
 
-/// Makes sure the slice is resident, a load kept going by `ctx.waitUntil` and waited for on
-/// this request's own timer (`cobordism_shard::wait_resident` says how long).
-async fn resident(cfg: &Settings, env: &Env, ctx: &Context) -> Result<Residency, ShardError> {
+/// What a request runs on: the Worker's bindings, and the host's `waitUntil` (the request's
+/// `ctx.waitUntil` in a Worker, the object's `state.waitUntil` in a Durable Object).
+pub struct Host<'a> {
+    /// The bindings and variables.
+    pub env: &'a Env,
+    /// Keeps work going after the answer.
+    pub keep_alive: &'a dyn Fn(LocalBoxFuture<'static, ()>),
+    /// The Durable Object serving, with object residency (for `/healthz`).
+    pub object: Option<String>,
+}
+
+/// Makes sure the slice is resident, a load kept going by `waitUntil` and waited for on this
+/// request's own timer (`cobordism_shard::wait_resident` says how long).
+async fn resident(cfg: &Settings, host: &Host<'_>) -> Result<Residency, ShardError> {
     let sleep = |ms: f64| Delay::from(Duration::from_secs_f64(ms / 1000.0));
-    let keep_alive = |work| ctx.wait_until(work);
-    wait_resident(
-        || async { ensure_kept_alive(ensure(cfg, env)?, keep_alive).await },
-        sleep,
-    )
-    .await
+    let keep_alive = |work| (host.keep_alive)(work);
+    let ensure_once = || async { ensure_kept_alive(ensure(cfg, host.env)?, keep_alive).await };
+    wait_resident(ensure_once, sleep).await
 }
 
 /// `POST /cobordism-lm-head/warm`: `cobordism_shard::Shard::warm`, its load kept going by
-/// `ctx.waitUntil`.
-pub async fn warm(
-    cfg: &Settings,
-    env: &Env,
-    ctx: &Context,
-    req: &Request,
-) -> Result<Response, ApiError> {
+/// `waitUntil`.
+pub async fn warm(cfg: &Settings, host: &Host<'_>, req: &Request) -> Result<Response, ApiError> {
     let keep_alive = |work: LocalBoxFuture<'static, Result<(), ShardError>>| {
-        ctx.wait_until(work.map(|done| {
+        let logged = work.map(|done| {
             if let Err(e) = done {
                 worker::console_error!("warm-up failed: {e}");
             }
-        }))
+        });
+        (host.keep_alive)(logged.boxed_local())
     };
     let shard = SHARD.with(Rc::clone);
+    let ensure = ensure(cfg, host.env)?;
     let report = shard
-        .warm(
-            cfg,
-            &query(req)?,
-            ensure(cfg, env)?,
-            keep_alive,
-            js_sys::Date::now,
-        )
+        .warm(cfg, &query(req)?, ensure, keep_alive, js_sys::Date::now)
         .await?;
     Ok(Response::from_json(&report)?.with_status(report.status()))
 }
@@ -105,8 +111,7 @@ fn body_chunks(
 /// request's body and the wait for the slice; the answer with its headers.
 pub async fn lm_head(
     cfg: &Settings,
-    env: &Env,
-    ctx: &Context,
+    host: &Host<'_>,
     req: &mut Request,
 ) -> Result<Response, ApiError> {
     let query = query(req)?;
@@ -133,7 +138,7 @@ pub async fn lm_head(
     let next_turn = cfg.coalesce.then_some(|| Delay::from(Duration::ZERO));
     let body = body_chunks(req)?;
     let resident = || async {
-        let residency = resident(cfg, env, ctx).await?;
+        let residency = resident(cfg, host).await?;
         if let Some(why) = &residency.check_error {
             worker::console_error!("manifest check failed, serving the resident slice: {why}");
         }
@@ -168,8 +173,9 @@ pub fn healthz_public() -> Result<Response, ApiError> {
 }
 
 /// `GET /healthz`: the shard's state, without loading anything.
-pub fn healthz(cfg: &Settings) -> Result<Response, ApiError> {
+pub fn healthz(cfg: &Settings, host: &Host<'_>) -> Result<Response, ApiError> {
     let (shard, passes) = (SHARD.with(Rc::clone), PASSES.with(Rc::clone));
+    let now = js_sys::Date::now();
     let report = BODIES.with(|bodies| {
         Isolate {
             shard: &shard,
@@ -178,10 +184,14 @@ pub fn healthz(cfg: &Settings) -> Result<Response, ApiError> {
         }
         .health_report(
             cfg,
-            js_sys::Date::now(),
-            wasm_memory_bytes(),
-            kquant::Backend::best().name(),
-            env!("CARGO_PKG_VERSION"),
+            now,
+            Runtime {
+                wasm_memory_bytes: wasm_memory_bytes(),
+                backend: kquant::Backend::best().name(),
+                build_version: env!("CARGO_PKG_VERSION"),
+                object: host.object.clone(),
+                age_ms: now - STARTED_MS.with(|t| *t),
+            },
         )
     });
     Ok(Response::from_json(&report)?)

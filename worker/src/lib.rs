@@ -7,7 +7,9 @@
 //! * `GET /healthz`: JSON state of the shard (`{"state": …}` only for callers without access).
 //!
 //! Each request is checked in this order: route and method, access ([`auth`]: closed by
-//! default), settings ([`config`]), then the work ([`handlers`]). The slice's life cycle is
+//! default), settings ([`config`]), then the work ([`handlers`]). With object residency
+//! (`RESIDENCY = "object"`) the work is done by the shard's Durable Object instead, which the
+//! request is forwarded to once access is granted ([`object`]). The slice's life cycle is
 //! `cobordism_shard::Shard` over R2 ([`r2`]), and concurrent requests share passes through
 //! `cobordism_shard::Coalescer`; the contract is written out in `docs/API.md`.
 
@@ -17,53 +19,102 @@ mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
 mod handlers;
+mod object;
 mod r2;
 
 use cobordism_protocol::wire::header;
 use cobordism_protocol::ErrorCode;
+use cobordism_shard::{ResidencyMode, Settings};
 use worker::{event, Context, Env, Method, Request, Response};
 
 use error::ApiError;
+use handlers::Host;
+
+/// What a request asks for, once its path and method are known to match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    LmHead,
+    Warm,
+    Health,
+    /// `/healthz` for a caller without access (inside an object: the front's forward of it).
+    PublicHealth,
+    #[cfg(feature = "fault-injection")]
+    Panic,
+    #[cfg(feature = "fault-injection")]
+    Oom,
+}
+
+/// The route `req` asks for (`inside_object`: the path the front forwards `PublicHealth` as is
+/// one too), or `404`/`405`.
+fn route_of(req: &Request, inside_object: bool) -> Result<Route, ApiError> {
+    let post = req.method() == Method::Post;
+    let (route, allowed, allow) = match req.path().as_str() {
+        "/cobordism-lm-head" => (Route::LmHead, post, "POST"),
+        "/cobordism-lm-head/warm" => (Route::Warm, post, "POST"),
+        #[cfg(feature = "fault-injection")]
+        "/__fault/panic" => (Route::Panic, post, "POST"),
+        #[cfg(feature = "fault-injection")]
+        "/__fault/oom" => (Route::Oom, post, "POST"),
+        "/healthz" => (Route::Health, true, "GET, HEAD"),
+        object::PUBLIC_HEALTH if inside_object => (Route::PublicHealth, true, "GET, HEAD"),
+        _ => return Err(ApiError::new(ErrorCode::NotFound, "no such route")),
+    };
+    let allowed = allowed && (post || matches!(req.method(), Method::Get | Method::Head));
+    if !allowed {
+        return Err(
+            ApiError::new(ErrorCode::MethodNotAllowed, format!("use {allow}"))
+                .with_header(header::ALLOW, allow),
+        );
+    }
+    Ok(route)
+}
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
-    Ok(route(req, &env, &ctx)
+    Ok(front(req, &env, &ctx)
         .await
         .unwrap_or_else(ApiError::into_response))
 }
 
-async fn route(mut req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiError> {
-    let path = req.path();
-    let (allowed, allow_header) = match path.as_str() {
-        "/cobordism-lm-head" | "/cobordism-lm-head/warm" => (req.method() == Method::Post, "POST"),
-        #[cfg(feature = "fault-injection")]
-        "/__fault/panic" | "/__fault/oom" => (req.method() == Method::Post, "POST"),
-        "/healthz" => (
-            matches!(req.method(), Method::Get | Method::Head),
-            "GET, HEAD",
-        ),
-        _ => return Err(ApiError::new(ErrorCode::NotFound, "no such route")),
+/// The shard Worker's own `fetch`: serves the request, or forwards it to the shard's object.
+async fn front(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiError> {
+    handlers::note_start();
+    let route = match (route_of(&req, false)?, auth::authorize(env, &req)) {
+        (route, Ok(())) => route,
+        (Route::Health, Err(_)) => Route::PublicHealth,
+        (_, Err(refused)) => return Err(refused),
     };
-    if !allowed {
-        return Err(
-            ApiError::new(ErrorCode::MethodNotAllowed, format!("use {allow_header}"))
-                .with_header(header::ALLOW, allow_header),
-        );
+    let cfg = match config::settings(env) {
+        Err(_) if route == Route::PublicHealth => return handlers::healthz_public(),
+        cfg => cfg?,
+    };
+    if cfg.residency == ResidencyMode::Object {
+        return object::forward(req, env, &cfg, route == Route::PublicHealth).await;
     }
-    if let Err(refused) = auth::authorize(env, &req) {
-        return match path.as_str() {
-            "/healthz" => handlers::healthz_public(),
-            _ => Err(refused),
-        };
-    }
-    let cfg = config::settings(env)?;
-    match path.as_str() {
-        "/healthz" => handlers::healthz(&cfg),
+    let keep_alive = |work| ctx.wait_until(work);
+    let host = Host {
+        env,
+        keep_alive: &keep_alive,
+        object: None,
+    };
+    serve(route, req, &cfg, &host).await
+}
+
+/// The route's work, in the Worker or in the shard's object.
+async fn serve(
+    route: Route,
+    mut req: Request,
+    cfg: &Settings,
+    host: &Host<'_>,
+) -> Result<Response, ApiError> {
+    match route {
+        Route::Health => handlers::healthz(cfg, host),
+        Route::PublicHealth => handlers::healthz_public(),
         #[cfg(feature = "fault-injection")]
-        "/__fault/panic" => fault::panic(),
+        Route::Panic => fault::panic(),
         #[cfg(feature = "fault-injection")]
-        "/__fault/oom" => fault::exhaust_memory(),
-        "/cobordism-lm-head/warm" => handlers::warm(&cfg, env, ctx, &req).await,
-        _ => handlers::lm_head(&cfg, env, ctx, &mut req).await,
+        Route::Oom => fault::exhaust_memory(),
+        Route::Warm => handlers::warm(cfg, host, &req).await,
+        Route::LmHead => handlers::lm_head(cfg, host, &mut req).await,
     }
 }

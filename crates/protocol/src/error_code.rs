@@ -81,6 +81,9 @@ error_codes! {
     StorageUnavailable = "storage_unavailable", 503, Some(2);
     /// Wasm memory could not grow as far as needed.
     OutOfMemory = "out_of_memory", 503, Some(5);
+    /// The shard's Durable Object failed this request (it was reset or moved): the next
+    /// request reaches it again.
+    ObjectUnavailable = "object_unavailable", 503, Some(1);
     /// No token and no `ALLOW_ANONYMOUS`: the shard serves nobody.
     AuthNotConfigured = "auth_not_configured", 503, None;
     /// The variables, the manifest or the bindings disagree.

@@ -47,6 +47,8 @@ pub mod header {
     pub const CONTENT_LENGTH: &str = "Content-Length";
     /// A request body sent in chunks.
     pub const TRANSFER_ENCODING: &str = "Transfer-Encoding";
+    /// A caller's session key: with object residency, which replica of the shard serves it.
+    pub const SESSION: &str = "X-Cobordism-Session";
 }
 
 /// What an answer's headers say, for [`AnswerHeaders::pairs`].

@@ -89,6 +89,11 @@ impl KeepWarm {
         (!self.alarm_pending.replace(true)).then_some(KEEP_WARM_TICK_MS)
     }
 
+    /// The alarm asked for could not be set: the next request asks again.
+    pub fn alarm_failed(&self) {
+        self.alarm_pending.set(false);
+    }
+
     /// The alarm fired at `now_ms`: the next one, in milliseconds from now, if any.
     pub fn on_alarm(&self, now_ms: f64, cfg: &Settings) -> Option<f64> {
         let keep = now_ms - self.last_request_ms.get() < cfg.keep_warm_ms;

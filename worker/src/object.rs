@@ -1,0 +1,114 @@
+//! Object residency in the Worker (`cobordism_shard::object` decides which object and when to
+//! keep it warm): the front's forward to the shard's Durable Object, and the object's own entry
+//! points, `objectFetch` and `objectAlarm`, which `worker/entry.mjs`'s `ShardObject` class
+//! calls. Inside the object a request is served as the plain Worker serves it, on the
+//! object's isolate's slice, with the object's `waitUntil`.
+
+use cobordism_protocol::wire::header;
+use cobordism_protocol::ErrorCode;
+use cobordism_shard::{object_name, KeepWarm, Settings, ShardError};
+use wasm_bindgen::prelude::*;
+use worker::worker_sys::{web_sys, DurableObjectState};
+use worker::{Env, Method, Request, Response, State};
+
+use crate::error::ApiError;
+use crate::handlers::{self, Host};
+use crate::{config, route_of, serve, Route};
+
+/// The Durable Object namespace binding of the shard's object class.
+const BINDING: &str = "SHARD_OBJECT";
+
+/// The path the front forwards a `/healthz` without access as (not a route from outside).
+pub const PUBLIC_HEALTH: &str = "/healthz/public";
+
+thread_local! {
+    /// The keep-warm alarm's state of the object(s) in this isolate.
+    static KEEP_WARM: KeepWarm = KeepWarm::default();
+}
+
+/// Forwards `req` (access granted, or `public`: a `/healthz` without access) to the object of
+/// this shard that serves the caller's session.
+pub async fn forward(
+    req: Request,
+    env: &Env,
+    cfg: &Settings,
+    public: bool,
+) -> Result<Response, ApiError> {
+    let session = req.headers().get(header::SESSION).ok().flatten();
+    let name = object_name(cfg, session.as_deref());
+    let namespace = env.durable_object(BINDING).map_err(|e| {
+        ShardError::config(format_args!(
+            "RESIDENCY = \"object\" needs the Durable Object binding {BINDING} (deploy with \
+             scripts/deploy-all.sh --residency object): {e}"
+        ))
+    })?;
+    let req = if public {
+        let mut url = req.url()?;
+        url.set_path(PUBLIC_HEALTH);
+        Request::new(url.as_str(), Method::Get)?
+    } else {
+        req
+    };
+    let stub = namespace.get_by_name(&name)?;
+    stub.fetch_with_request(req).await.map_err(|e| {
+        ShardError::new(
+            ErrorCode::ObjectUnavailable,
+            "the shard's Durable Object failed this request (reset or moved); retry",
+        )
+        .with_internal(format_args!("{name}: {e}"))
+        .into()
+    })
+}
+
+/// `ShardObject.fetch`: a request the front forwarded (access already granted).
+#[wasm_bindgen(js_name = objectFetch)]
+pub async fn object_fetch(
+    req: web_sys::Request,
+    env: Env,
+    state: DurableObjectState,
+) -> Result<web_sys::Response, JsValue> {
+    let state = State::from(state);
+    let answer = in_object(req.into(), &env, &state).await;
+    Ok(answer.unwrap_or_else(ApiError::into_response).into())
+}
+
+async fn in_object(req: Request, env: &Env, state: &State) -> Result<Response, ApiError> {
+    handlers::note_start();
+    let route = route_of(&req, true)?;
+    if route == Route::PublicHealth {
+        return handlers::healthz_public();
+    }
+    let cfg = config::settings(env)?;
+    let alarm = KEEP_WARM.with(|k| k.on_request(js_sys::Date::now(), &cfg));
+    set_alarm(state, alarm).await;
+    let keep_alive = |work| state.wait_until(work);
+    let host = Host {
+        env,
+        keep_alive: &keep_alive,
+        object: state.id().name(),
+    };
+    serve(route, req, &cfg, &host).await
+}
+
+/// `ShardObject.alarm`: the keep-warm alarm.
+#[wasm_bindgen(js_name = objectAlarm)]
+pub async fn object_alarm(env: Env, state: DurableObjectState) {
+    let state = State::from(state);
+    match config::settings(&env) {
+        Ok(cfg) => {
+            let next = KEEP_WARM.with(|k| k.on_alarm(js_sys::Date::now(), &cfg));
+            set_alarm(&state, next).await;
+        }
+        Err(e) => worker::console_error!("keep-warm alarm: {e}"),
+    }
+}
+
+/// Sets the object's alarm `in_ms` from now, if asked; a failure is logged and forgotten, so
+/// that the next request sets it again.
+async fn set_alarm(state: &State, in_ms: Option<f64>) {
+    let Some(in_ms) = in_ms else { return };
+    if let Err(e) = state.storage().set_alarm(in_ms as i64).await {
+        worker::console_error!("keep-warm alarm not set: {e}");
+        KEEP_WARM.with(KeepWarm::alarm_failed);
+    }
+}
