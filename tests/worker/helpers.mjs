@@ -141,8 +141,8 @@ export async function warm(endpoint, { token = TOKEN } = {}) {
   return { status: r.status, headers: r.headers, body: await r.json() };
 }
 
-export async function health(endpoint, { token = TOKEN } = {}) {
-  const get = () => fetch(`${endpoint}/healthz`, { headers: bearer(token) });
+export async function health(endpoint, { token = TOKEN, headers = {} } = {}) {
+  const get = () => fetch(`${endpoint}/healthz`, { headers: { ...bearer(token), ...headers } });
   const r = await get().catch((e) => (closedBeforeAnswer(e) ? get() : Promise.reject(e)));
   return r.json();
 }

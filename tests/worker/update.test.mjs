@@ -4,6 +4,7 @@
 // with kquant's bits for the version its X-Manifest-Version names), none may be
 // `slice_corrupt`, and every shard must end on the new version. Then `upload --prune`: the old
 // version's slices stay for the grace period and go after it, while the shards keep answering.
+// Run with the slice in whichever isolate serves the shard and in the shard's Durable Object.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -29,12 +30,12 @@ function upload(model, state, ...extra) {
   });
 }
 
-test("cobordism upload of a new version under traffic to eight shards: no wrong answer, every shard switches", async (t) => {
+for (const residency of ["isolate", "object"]) test(`cobordism upload of a new version under traffic to eight shards (${residency} residency): no wrong answer, every shard switches`, async (t) => {
   const a = makeModel({ type: "q6_k", hidden: 512, vocab: 8000, shards: 8, seed: 51 });
   const b = makeModel({ type: "q6_k", hidden: 512, vocab: 8000, shards: 8, seed: 52 });
   const state = tempDir("state");
   cli("upload", "--dir", a.slices, "--bucket", "cobordism-lm-head", "--prefix", "model", "--local", "--persist-to", state);
-  const local = await startShards({ shards: 8, state, vars: { MANIFEST_TTL_MS: "200" }, authToken: TOKEN });
+  const local = await startShards({ shards: 8, state, vars: { MANIFEST_TTL_MS: "200" }, authToken: TOKEN, residency });
   try {
     const h = hiddenBytes(512, 5);
     const full = { [a.manifest.version]: localLogits(a, h), [b.manifest.version]: localLogits(b, h) };

@@ -1,0 +1,155 @@
+// Object residency (`RESIDENCY = "object"`): each shard's slice in its Durable Object, which the
+// shard Worker forwards to once access is granted. The same bits as the plain Worker for every
+// reply form and both precisions, one load for many concurrent callers whose vectors share
+// passes, a clean reload after the object's isolate is reset mid-traffic, replicas chosen by the
+// session key, and nothing reaching the object without access.
+import { test, before } from "node:test";
+import assert from "node:assert/strict";
+import { startShards } from "../../worker/local.mjs";
+import { makeModel, seed, hiddenBytes, localLogits, post, health, json, TOKEN } from "./helpers.mjs";
+
+const VARS = { MANIFEST_TTL_MS: "0", LOAD_RETRY_MS: "0" };
+let model;
+before(() => {
+  model = makeModel({ type: "q6_k", hidden: 512, vocab: 4096, shards: 2, seed: 61 });
+});
+
+async function withShards(opts, fn) {
+  const local = await startShards({ shards: 2, vars: VARS, authToken: TOKEN, ...opts });
+  try {
+    await seed(await local.bucket(), model);
+    return await fn(local);
+  } finally {
+    await local.dispose();
+  }
+}
+
+function part(full, i) {
+  const s = model.manifest.shards[i];
+  return full.subarray(4 * s.row_start, 4 * (s.row_start + s.row_count));
+}
+
+const QUERIES = ["", "?precision=int8", "?top_k=7", "?top_k=7&precision=int8", "?temperature=0.7&seed=3", "?temperature=0.7&seeds=11:0,12:1", "?tokens=1,2,4000,2047&temperature=2", "?tokens=5&precision=int8"];
+
+test("the object answers the plain Worker's bits for every reply form and both precisions", async () => {
+  const h = hiddenBytes(512, 5, 2);
+  const exact = localLogits(model, h.subarray(0, 2048));
+  const int8 = localLogits(model, h.subarray(0, 2048), { int8: true });
+  const answers = {};
+  for (const residency of ["isolate", "object"]) {
+    await withShards({ residency }, async (local) => {
+      for (const [i, e] of local.endpoints.entries()) {
+        for (const q of QUERIES) {
+          const r = await post(e, h, { query: q });
+          assert.equal(r.status, 200, `${residency} ${q}: ${new TextDecoder().decode(r.body)}`);
+          (answers[`${i}${q}`] ??= {})[residency] = r.body;
+        }
+        const one = h.subarray(0, 2048);
+        assert.deepEqual((await post(e, one)).body, part(exact, i), `${residency}: native kquant's exact bits`);
+        assert.deepEqual((await post(e, one, { query: "?precision=int8" })).body, part(int8, i), `${residency}: native int8 bits`);
+      }
+      const reported = await health(local.endpoints[0]);
+      assert.equal(reported.residency, residency);
+      assert.equal(reported.object, residency === "object" ? "shard-0/0" : null);
+    });
+  }
+  for (const [key, { isolate, object }] of Object.entries(answers)) assert.deepEqual(object, isolate, key);
+});
+
+test("16 concurrent callers through the front: one load, passes of more than one vector", async () => {
+  await withShards({ residency: "object" }, async (local) => {
+    const e = local.endpoints[1];
+    const callers = Array.from({ length: 16 }, (_, c) => hiddenBytes(512, 100 + c));
+    const want = callers.map((h) => part(localLogits(model, h), 1));
+    const rounds = await Promise.all(
+      callers.map(async (h, c) => {
+        for (let round = 0; round < 4; round++) {
+          const r = await post(e, h);
+          assert.equal(r.status, 200, new TextDecoder().decode(r.body));
+          assert.deepEqual(r.body, want[c], `caller ${c}`);
+        }
+      }),
+    );
+    assert.equal(rounds.length, 16);
+    const reported = await health(e);
+    assert.equal(reported.loads, 1, "one load for every caller");
+    assert.equal(reported.passes.requests, 64);
+    assert.ok(reported.passes.count < 64, `passes shared: ${JSON.stringify(reported.passes)}`);
+  });
+});
+
+test("the object's isolate reset mid-traffic: the next requests reload, nothing wrong is answered", async () => {
+  await withShards({ residency: "object", testBuild: true }, async (local) => {
+    const e = local.endpoints[0];
+    const callers = Array.from({ length: 4 }, (_, c) => hiddenBytes(512, 200 + c));
+    const want = callers.map((h) => part(localLogits(model, h), 0));
+    const statuses = {};
+    let stop = false;
+    let reloaded = false;
+    const traffic = callers.map(async (h, c) => {
+      while (!stop) {
+        const r = await post(e, h);
+        const key = r.status === 200 ? 200 : `${r.status} ${json(r).error}`;
+        statuses[key] = (statuses[key] ?? 0) + 1;
+        if (r.status === 200) {
+          assert.deepEqual(r.body, want[c], `caller ${c}`);
+          if (injected && r.headers.get("x-cache") === "miss") reloaded = true;
+        } else {
+          assert.ok(["503 object_unavailable", "503 slice_loading"].includes(key), key);
+          assert.ok(r.headers.get("retry-after"), "worth a retry");
+        }
+      }
+    });
+    let injected = false;
+    await new Promise((r) => setTimeout(r, 500));
+    injected = true;
+    const fault = await fetch(`${e}/__fault/panic`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
+    await fault.arrayBuffer();
+    assert.equal(fault.status, 503, "the object failed that request: the front says so");
+    const deadline = Date.now() + 10_000;
+    while (!reloaded && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    stop = true;
+    await Promise.all(traffic);
+    assert.ok(reloaded, `a request after the reset loaded the slice again: ${JSON.stringify(statuses)}`);
+    const reported = await health(e);
+    assert.equal(reported.loads, 1, "the reset instance counts from its reload");
+    assert.ok(reported.passes.requests < statuses[200], "a fresh instance served the last requests");
+  });
+});
+
+test("replicas: a session stays on its replica, sessions spread over them", async () => {
+  await withShards({ residency: "object", replicas: 3 }, async (local) => {
+    const e = local.endpoints[0];
+    const objects = new Set();
+    for (let s = 0; s < 12; s++) {
+      const headers = { "X-Cobordism-Session": `session-${s}` };
+      const first = (await health(e, { headers })).object;
+      assert.equal((await health(e, { headers })).object, first, "the same replica again");
+      const r = await post(e, hiddenBytes(512, s), { headers });
+      assert.equal(r.status, 200);
+      objects.add(first);
+    }
+    assert.deepEqual([...objects].sort(), ["shard-0/0", "shard-0/1", "shard-0/2"]);
+    assert.equal((await health(e)).object, "shard-0/0", "no session key: replica 0");
+  });
+});
+
+test("nothing reaches the object without access", async () => {
+  await withShards({ residency: "object" }, async (local) => {
+    const e = local.endpoints[0];
+    const h = hiddenBytes(512, 1);
+    for (const token of [null, "wrong"]) {
+      const r = await post(e, h, { token });
+      assert.deepEqual([r.status, json(r).error], [401, "unauthorized"]);
+      const warmed = await fetch(`${e}/cobordism-lm-head/warm`, { method: "POST", ...(token ? { headers: { Authorization: `Bearer ${token}` } } : {}) });
+      assert.equal(warmed.status, 401);
+      await warmed.arrayBuffer();
+      assert.deepEqual(await health(e, { token }), { state: "empty" }, "the public health, from the object");
+    }
+    const reported = await health(e);
+    assert.deepEqual([reported.state, reported.loads, reported.passes.requests], ["empty", 0, 0], "the object saw no request");
+    const inside = await fetch(`${e}/healthz/public`);
+    assert.equal(inside.status, 404, "the forward's internal path is no route from outside");
+    await inside.arrayBuffer();
+  });
+});
