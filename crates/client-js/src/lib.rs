@@ -94,6 +94,13 @@ pub fn query_string(
     Ok(Query { form, precision }.to_query())
 }
 
+/// The name of the header that carries a caller's session key (`cobordism_protocol::wire`): with
+/// object residency, which replica of each shard serves it.
+#[wasm_bindgen(js_name = sessionHeaderName)]
+pub fn session_header_name() -> String {
+    header::SESSION.into()
+}
+
 /// A sampled token: `[token, logit, logprob]`.
 fn triple(s: sampling::Sampled) -> Vec<f64> {
     vec![f64::from(s.token), f64::from(s.logit), s.logprob]

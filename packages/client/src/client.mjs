@@ -19,6 +19,8 @@ const FIRST_TOP_K = 64;
  * it is instantiated, not at import). */
 let answerHeaders;
 const answerHeaderNames = () => (answerHeaders ??= math.answerHeaderNames());
+let sessionHeader;
+const sessionHeaderName = () => (sessionHeader ??= math.sessionHeaderName());
 /**
  * The query string for `form` ({ tokens, topK, temperature }; empty: all logits) with Gumbel
  * noise `seeds` (one seed: `seed=S`; with `vectors`: vector j draws (seeds[j], vectors[j])),
@@ -127,8 +129,13 @@ export class LmHeadClient {
    *   event loop into one request per shard (up to 8 vectors): fewer subrequests, same results.
    *   Only for calls of one request, or outside Workers: workerd cancels a request that waits on
    *   another request's fetch.
+   * @param {string} [o.session] the session key sent with every call (X-Cobordism-Session): with
+   *   object residency and replicas, the same key reaches the same replica of each shard, so
+   *   give one per decoding stream (a conversation id) and use it from warm() to the last
+   *   token; default: a random key per client
    */
-  constructor({ endpoints, fetchers, token, manifestVersion, timeoutMs = 30_000, retries = 4, fetch = globalThis.fetch, precision = "exact", coalesce = false } = {}) {
+  constructor({ endpoints, fetchers, token, manifestVersion, timeoutMs = 30_000, retries = 4, fetch = globalThis.fetch, precision = "exact", coalesce = false, session = crypto.randomUUID() } = {}) {
+    if (typeof session !== "string" || session === "") throw new TypeError("session must be a non-empty string");
     if (precision !== "exact" && precision !== "int8") throw new TypeError(`precision must be "exact" or "int8", not ${precision}`);
     if (!!endpoints === !!fetchers) throw new TypeError("give endpoints or fetchers (one per shard)");
     const list = endpoints ?? fetchers;
@@ -141,7 +148,7 @@ export class LmHeadClient {
       if (typeof s?.fetch !== "function") throw new TypeError(`fetcher ${i} has no fetch method`);
       return { url: `https://shard-${i}${ROUTE}`, fetch: (url, init) => s.fetch(url, init) };
     });
-    Object.assign(this, { token, manifestVersion, timeoutMs, retries, precision, coalesce });
+    Object.assign(this, { token, manifestVersion, timeoutMs, retries, precision, coalesce, session });
   }
 
   /**
@@ -426,6 +433,7 @@ export class LmHeadClient {
     const shard = this.shards[i];
     const headers = { "Content-Type": "application/octet-stream" };
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    headers[sessionHeaderName()] = this.session;
     for (let attempt = 0; ; attempt++) {
       let failure;
       let wait = 200 * 2 ** attempt;

@@ -52,6 +52,13 @@ export interface ClientOptions {
    * another request's fetch (the shards coalesce concurrent requests themselves).
    */
   coalesce?: boolean;
+  /**
+   * The session key sent with every call (`X-Cobordism-Session`). With object residency and
+   * replicas, the same key reaches the same replica of each shard: give one per decoding stream
+   * (a conversation id) and use it from `warm()` to the last token. Default: a random key per
+   * client.
+   */
+  session?: string;
 }
 
 /**
@@ -70,9 +77,9 @@ export class ShardError extends Error {
 
 export class LmHeadClient {
   constructor(options: ClientOptions);
-  /** One token per hidden vector (a Float32Array, or an array of up to 8 of them). */
   /** Starts every shard loading its slice (call it before prefill); each shard's state. */
   warm(): Promise<Array<"ready" | "loading">>;
+  /** One token per hidden vector (a Float32Array, or an array of up to 8 of them). */
   sample(hidden: Float32Array, options?: SampleOptions): Promise<Sampled>;
   sample(hidden: Float32Array[], options?: SampleOptions): Promise<Sampled[]>;
   topK(hidden: Float32Array, k: number): Promise<TopK>;

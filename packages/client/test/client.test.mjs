@@ -169,6 +169,28 @@ test("warm() starts every shard loading and answers at once; the shards then ser
   }
 });
 
+test("object residency with replicas: every call carries the session key, warm-up and tokens reach the same objects", async () => {
+  const objects = await startShards({ shards: 8, authToken: TOKEN, residency: "object", replicas: 3 });
+  try {
+    await seed(await objects.bucket(), model);
+    const sent = new Set();
+    const spy = (url, init) => (sent.add(init.headers["X-Cobordism-Session"]), fetch(url, init));
+    const c = new LmHeadClient({ endpoints: objects.endpoints, token: TOKEN, fetch: spy, session: "conversation-42" });
+    await c.warm();
+    const o = { temperature: 0.8, seed: 5 };
+    assert.deepEqual(await c.sample(hidden, o), await client().sample(hidden, o), "the plain shards' token");
+    assert.deepEqual(await c.topK(hidden, 4), await client().topK(hidden, 4));
+    assert.deepEqual([...sent], ["conversation-42"]);
+    const health = await fetch(`${objects.endpoints[5]}/healthz`, { headers: { Authorization: `Bearer ${TOKEN}`, "X-Cobordism-Session": "conversation-42" } });
+    const reported = await health.json();
+    assert.match(reported.object, /^shard-5\/[012]$/);
+    assert.equal(reported.state, "ready", "the object the session reaches holds the slice");
+    assert.throws(() => client({ session: "" }), /session must be a non-empty string/);
+  } finally {
+    await objects.dispose();
+  }
+});
+
 test("answers from another version, the wrong shard or without the token are refused", async () => {
   const mixed = shards.endpoints.map((e, i) => (i === 3 ? others.endpoints[3] : e));
   await assert.rejects(client({ endpoints: mixed, retries: 1 }).sample(hidden), (e) => e instanceof ShardError && e.shard === 3 && /manifest version/.test(e.message));
