@@ -41,6 +41,10 @@ pub struct Args {
     /// Where the model, slices and local R2 state go.
     #[arg(long, value_name = "DIR", default_value = "target/demo")]
     pub workdir: PathBuf,
+    /// Where each shard's slice lives: `isolate` (whichever isolate serves the request) or
+    /// `object` (the shard's Durable Object).
+    #[arg(long, value_name = "MODE", default_value = "isolate", value_parser = ["isolate", "object"])]
+    pub residency: String,
 }
 
 /// The command-line spelling of a value (`qwen2.5-7b`, `q6_k`).
@@ -93,15 +97,16 @@ struct Shards {
 }
 
 impl Shards {
-    fn start(root: &Path, shards: usize, state: &Path) -> Result<Shards> {
+    fn start(root: &Path, shards: usize, state: &Path, residency: &str) -> Result<Shards> {
         let script = root.join("scripts/local-shards.mjs");
         println!(
-            "\n$ node scripts/local-shards.mjs --shards {shards} --state {}   # token from {TOKEN_VAR}",
+            "\n$ node scripts/local-shards.mjs --shards {shards} --residency {residency} --state {}   # token from {TOKEN_VAR}",
             state.display()
         );
         let mut child = Command::new("node")
             .arg(&script)
             .args(["--shards", &shards.to_string(), "--prefix", "model"])
+            .args(["--residency", residency])
             .arg("--state")
             .arg(state)
             .current_dir(root)
@@ -225,7 +230,7 @@ pub fn run(args: &Args) -> Result<()> {
         println!("\n$ export {TOKEN_VAR}=…   # a random bearer token for the local shards");
     }
     let starting = Instant::now();
-    let local = Shards::start(&root, args.shards, &state)?;
+    let local = Shards::start(&root, args.shards, &state, &args.residency)?;
     println!(
         "(shards started: {:.1} s)",
         starting.elapsed().as_secs_f64()

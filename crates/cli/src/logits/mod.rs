@@ -53,6 +53,10 @@ pub struct Shards {
     /// Retries of a request that failed to connect, timed out or got a 429/5xx.
     #[arg(long, value_name = "R", default_value_t = 5)]
     pub retries: u32,
+    /// Session key sent to the shards (X-Cobordism-Session): with object residency and replicas,
+    /// the same key reaches the same replica of each shard (warm with the key you then use).
+    #[arg(long, value_name = "KEY", env = "COBORDISM_SESSION")]
+    pub session: Option<String>,
 }
 
 impl Shards {
@@ -63,6 +67,7 @@ impl Shards {
             timeout: Duration::from_secs(self.timeout_secs.max(1)),
             retries: self.retries,
             precision,
+            session: self.session.clone(),
         }
     }
 

@@ -47,6 +47,8 @@ pub struct Options {
     pub retries: u32,
     /// Exact or int8 (`?precision=int8`).
     pub precision: Precision,
+    /// Session key (which replica, with object residency).
+    pub session: Option<String>,
 }
 
 /// How one shard's request went.
@@ -280,12 +282,21 @@ struct Warming {
     state: String,
 }
 
-fn warm_once(agent: &Agent, url: &str, index: usize, opts: &Options) -> Result<String, Failure> {
-    let mut req = agent.post(url);
+/// `req` with the caller's token and session key, if any.
+fn identified<B>(mut req: ureq::RequestBuilder<B>, opts: &Options) -> ureq::RequestBuilder<B> {
     if let Some(t) = &opts.token {
         req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
     }
-    let mut resp = req.send_empty().map_err(transport)?;
+    if let Some(s) = &opts.session {
+        req = req.header(header::SESSION, s);
+    }
+    req
+}
+
+fn warm_once(agent: &Agent, url: &str, index: usize, opts: &Options) -> Result<String, Failure> {
+    let mut resp = identified(agent.post(url), opts)
+        .send_empty()
+        .map_err(transport)?;
     let status = resp.status().as_u16();
     if status != 200 && status != 202 {
         return Err(refused(&mut resp, status));
@@ -323,13 +334,10 @@ fn attempt_once(
     form: &Form,
 ) -> Result<Answer, Failure> {
     let (shard_count, vocab, version) = (manifest.shard_count, manifest.vocab, &manifest.version);
-    let mut req = agent
+    let req = agent
         .post(url)
         .header(header::CONTENT_TYPE, "application/octet-stream");
-    if let Some(t) = &opts.token {
-        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
-    }
-    let mut resp = req.send(body).map_err(transport)?;
+    let mut resp = identified(req, opts).send(body).map_err(transport)?;
     let status = resp.status().as_u16();
     if status != 200 {
         return Err(refused(&mut resp, status));
