@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # Deploys N shards (default 8) to your Cloudflare account and gives them one bearer token:
-#   scripts/deploy-all.sh [--shards N] [wrangler deploy arguments…]
+#   scripts/deploy-all.sh [--shards N] [--name NAME] [--bucket B] [--prefix P] [--budget-mib M]
+#                         [--residency isolate|object] [--replicas R] [--keep-warm-s S]
+#                         [wrangler deploy arguments…]
 # N is the `--shards` you gave `cobordism slice` (`cobordism plan` suggests one). Builds the Worker
-# once, then for i in 0…N-1 deploys wrangler.toml's top-level settings as the Worker
-# <name>-s<i> (cobordism-lm-head-s0, …) with SHARD_INDEX = i and SHARD_COUNT = N
-# (`wrangler deploy --name … --var …`), and `wrangler secret put AUTH_TOKEN` on it with the token on
-# standard input (never on a command line). Needs `wrangler login` (or CLOUDFLARE_API_TOKEN) and
-# the R2 bucket named in wrangler.toml; installs only what a deploy needs (`scripts/setup.sh
-# deploy`). Shards left from an earlier deploy of more than N stay until
-# `npx wrangler delete <name>-s<i>`.
+# once, then for i in 0…N-1 deploys wrangler.toml's settings as the Worker <name>-s<i>
+# (cobordism-lm-head-s0, …) with SHARD_INDEX = i, SHARD_COUNT = N and the settings given here
+# (`wrangler deploy --name … --var …`; the bucket in the generated config), and `wrangler secret
+# put AUTH_TOKEN` on it with the token on standard input (never on a command line). Settings not
+# given keep wrangler.toml's values. Needs `wrangler login` (or CLOUDFLARE_API_TOKEN) and the R2
+# bucket; installs only what a deploy needs (`scripts/setup.sh deploy`). Shards left from an
+# earlier deploy of more than N stay until `npx wrangler delete <name>-s<i>`.
+#
+# --residency object keeps each shard's slice in its Durable Object (every script carries the
+# ShardObject class and its migration; RESIDENCY picks whether it is used), --replicas R gives
+# each shard R objects, chosen by the caller's session key, and --keep-warm-s S keeps an object
+# in memory S seconds after its last request (billed as Durable Object duration): docs/API.md,
+# "Residency".
 #
 # The token is COBORDISM_TOKEN if set, else the one in .cobordism/token (COBORDISM_TOKEN_FILE),
 # else a new random one written there (mode 600). Shards without a token serve nobody, so a
 # shard is never open between its deploy and its secret. The shards' workers.dev URLs, in shard
-# order, go to .cobordism/endpoints (COBORDISM_ENDPOINTS_FILE), for `--endpoints-from`.
+# order, go to .cobordism/endpoints (COBORDISM_ENDPOINTS_FILE), one a line for the CLI's
+# `--endpoints-from`, and to .cobordism/shard-urls as one comma-separated line for an inference
+# Worker's SHARD_URLS.
 #
 # The kernels are relaxed SIMD's (Workers' V8 has it); COBORDISM_WASM_SIMD=plain deploys the plain
 # simd128 build instead (scripts/build-worker.sh says why the choice is made when building).
@@ -22,26 +32,50 @@ cd "$(dirname "$0")/.."
 
 usage() {
   echo "deploy-all: $1" >&2
-  echo "usage: scripts/deploy-all.sh [--shards N] [wrangler deploy arguments…] (N: 1…4096, default 8)" >&2
+  echo "usage: scripts/deploy-all.sh [--shards N] [--name NAME] [--bucket B] [--prefix P] [--budget-mib M]" >&2
+  echo "         [--residency isolate|object] [--replicas R] [--keep-warm-s S] [wrangler deploy arguments…]" >&2
+  echo "       (N: 1…4096, default 8; R: 1…64; S: 0…86400 seconds)" >&2
   exit 2
 }
-shards=8
-deploy_args=()
+shards=8 name= bucket= settings=() deploy_args=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --shards) [ $# -ge 2 ] || usage "--shards needs a number"; shards=$2; shift 2 ;;
+    --shards | --name | --bucket | --prefix | --budget-mib | --residency | --replicas | --keep-warm-s)
+      [ $# -ge 2 ] || usage "$1 needs a value"
+      set -- "$1=$2" "${@:3}"
+      ;;
     --shards=*) shards=${1#*=}; shift ;;
+    --name=*) name=${1#*=}; shift ;;
+    --bucket=*) bucket=${1#*=}; shift ;;
+    --prefix=*) settings+=("MODEL_PREFIX:${1#*=}"); shift ;;
+    --budget-mib=*)
+      [[ ${1#*=} =~ ^[1-9][0-9]{0,5}$ ]] || usage "${1%%=*} ${1#*=}: expected whole MiB"
+      settings+=("MEMORY_BUDGET_MIB:${1#*=}"); shift ;;
+    --residency=*)
+      [[ ${1#*=} =~ ^(isolate|object)$ ]] || usage "--residency ${1#*=}: expected isolate or object"
+      settings+=("RESIDENCY:${1#*=}"); shift ;;
+    --replicas=*)
+      [[ ${1#*=} =~ ^[1-9][0-9]?$ ]] && [ "${1#*=}" -le 64 ] || usage "--replicas ${1#*=}: expected 1…64"
+      settings+=("REPLICAS:${1#*=}"); shift ;;
+    --keep-warm-s=*)
+      [[ ${1#*=} =~ ^[0-9]{1,5}$ ]] && [ "${1#*=}" -le 86400 ] || usage "--keep-warm-s ${1#*=}: expected 0…86400"
+      settings+=("KEEP_WARM_S:${1#*=}"); shift ;;
     *) deploy_args+=("$1"); shift ;;
   esac
 done
 [[ $shards =~ ^[1-9][0-9]{0,3}$ ]] && [ "$shards" -le 4096 ] ||
   usage "--shards $shards: expected a whole number from 1 to 4096"
+[ -z "$name" ] || [[ $name =~ ^[a-z0-9][a-z0-9-]{0,50}$ ]] ||
+  usage "--name $name: expected lower-case letters, digits and dashes (a Worker's name)"
+[ -z "$bucket" ] || [[ $bucket =~ ^[a-z0-9][a-z0-9-]{1,62}$ ]] ||
+  usage "--bucket $bucket: expected an R2 bucket name (lower-case letters, digits, dashes)"
 
 scripts/setup.sh deploy
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 read -r -a wrangler <<<"${WRANGLER:-npx wrangler}" # a stand-in for tests
 token_file=${COBORDISM_TOKEN_FILE:-.cobordism/token}
 endpoints_file=${COBORDISM_ENDPOINTS_FILE:-.cobordism/endpoints}
+shard_urls_file=$(dirname "$endpoints_file")/shard-urls
 
 token=${COBORDISM_TOKEN:-}
 if [ -z "$token" ] && [ -s "$token_file" ]; then
@@ -55,13 +89,17 @@ if [ -z "$token" ]; then
 fi
 
 scripts/build-worker.sh
-# wrangler reruns [build] on every call, and the environments s0…s7 are for deploying eight
-# shards by hand: deploy a copy of the top-level settings without either.
+# wrangler reruns [build] on every call: deploy a copy of the settings without it (nor any
+# environment), with the bucket given.
 config=target/wrangler.deploy.toml
 mkdir -p target
 sed '/^\[build\]/,/^$/d; /^\[env\./,/^$/d; s|^main = "|main = "../|' wrangler.toml >"$config"
-name=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$config")
+[ -z "$bucket" ] || sed -i "s|^bucket_name = \".*\"|bucket_name = \"$bucket\"|" "$config"
+name=${name:-$(sed -n 's/^name = "\(.*\)"$/\1/p' "$config" | head -n1)}
 [ -n "$name" ] || { echo "deploy-all: no top-level name = \"…\" in wrangler.toml" >&2; exit 1; }
+
+var_args=()
+for setting in ${settings[@]+"${settings[@]}"}; do var_args+=(--var "$setting"); done
 
 outputs=$(mktemp -d)
 trap 'rm -rf "$outputs"' EXIT
@@ -69,7 +107,8 @@ urls=() unknown=0
 for ((i = 0; i < shards; i++)); do
   # wrangler's machine-readable output (one JSON line per command) names the deployed URLs.
   WRANGLER_OUTPUT_FILE_PATH="$outputs/$i.json" "${wrangler[@]}" deploy -c "$config" --name "$name-s$i" \
-    --var "SHARD_INDEX:$i" --var "SHARD_COUNT:$shards" ${deploy_args[@]+"${deploy_args[@]}"}
+    --var "SHARD_INDEX:$i" --var "SHARD_COUNT:$shards" ${var_args[@]+"${var_args[@]}"} \
+    ${deploy_args[@]+"${deploy_args[@]}"}
   printf '%s' "$token" | "${wrangler[@]}" secret put AUTH_TOKEN -c "$config" --name "$name-s$i"
   url=$(grep '^{"type":"deploy"' "$outputs/$i.json" 2>/dev/null | grep -o '"https://[^"]*\.workers\.dev"' |
     head -n1 | tr -d '"') || true
@@ -84,8 +123,10 @@ if [ "$unknown" -gt 0 ]; then
 else
   mkdir -p "$(dirname "$endpoints_file")"
   printf '%s\n' "# $name, $shards shards, in shard order (scripts/deploy-all.sh)" "${urls[@]}" >"$endpoints_file"
+  (IFS=,; printf '%s\n' "${urls[*]}") >"$shard_urls_file"
   echo "Their URLs, in shard order, are in $endpoints_file (cobordism logits --endpoints-from $endpoints_file):"
   printf '  %s\n' "${urls[@]}"
+  echo "and, comma-separated for an inference Worker's SHARD_URLS, in $shard_urls_file."
 fi
 if [ -n "${COBORDISM_TOKEN:-}" ]; then
   echo "The token is the COBORDISM_TOKEN you set; the CLI reads it from there."

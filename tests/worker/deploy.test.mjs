@@ -103,6 +103,7 @@ test("deploy-all --shards 12: twelve shards, COBORDISM_TOKEN on each, their URLs
   const urls = Array.from({ length: 12 }, (_, i) => `https://cobordism-lm-head-s${i}.you.workers.dev`);
   const lines = readFileSync(join(dir, "endpoints"), "utf8").split("\n");
   assert.deepEqual(lines.filter((l) => l && !l.startsWith("#")), urls);
+  assert.equal(readFileSync(join(dir, "shard-urls"), "utf8"), `${urls.join(",")}\n`, "SHARD_URLS' form");
   assert.ok(run.out.includes(urls.map((u) => `  ${u}\n`).join("")), "the URLs are printed in shard order");
 
   // The command deploy-all gave the stand-in is one the real wrangler deploys (dry run).
@@ -117,6 +118,53 @@ test("deploy-all --shards 12: twelve shards, COBORDISM_TOKEN on each, their URLs
   assert.match(real.stdout, /env\.SHARD_COUNT/);
   const config = readFileSync(join(root, flag(last, "-c")), "utf8");
   assert.ok(!/^\[(build|env\.)/m.test(config), "the deployed config has no [build] or environments");
+});
+
+test("deploy-all --residency object with settings: each given once, one object class and migration per script", () => {
+  const dir = tempDir("deploy");
+  const settings = ["--bucket", "my-models", "--prefix", "models/qwen", "--budget-mib", "110", "--residency", "object", "--replicas", "3", "--keep-warm-s", "600", "--name", "qwen-head"];
+  const run = deployAll(dir, { args: ["--shards", "2", ...settings], env: { COBORDISM_TOKEN: "t0k3n" } });
+  assert.equal(run.status, 0, run.err);
+  const deploys = run.calls.filter((c) => c.argv[0] === "deploy");
+  assert.deepEqual(deploys.map((c) => flag(c.argv, "--name")), ["qwen-head-s0", "qwen-head-s1"]);
+  for (const [i, c] of deploys.entries()) {
+    assert.deepEqual(vars(c.argv), [`SHARD_INDEX:${i}`, "SHARD_COUNT:2", "MODEL_PREFIX:models/qwen", "MEMORY_BUDGET_MIB:110", "RESIDENCY:object", "REPLICAS:3", "KEEP_WARM_S:600"]);
+  }
+  const configPath = join(root, flag(deploys[0].argv, "-c"));
+  const config = readFileSync(configPath, "utf8");
+  assert.match(config, /^bucket_name = "my-models"$/m);
+  assert.equal(config.match(/^\[\[durable_objects\.bindings\]\]$/gm)?.length, 1);
+  assert.match(config, /^class_name = "ShardObject"$/m);
+  assert.equal(config.match(/^\[\[migrations\]\]$/gm)?.length, 1);
+  assert.match(config, /^new_sqlite_classes = \["ShardObject"\]$/m);
+  // The real wrangler takes it: the Durable Object binding, its class and the settings.
+  const real = spawnSync(join(root, "node_modules", ".bin", "wrangler"), [...deploys[1].argv, "--outdir", join(dir, "out")], {
+    cwd: root,
+    encoding: "utf8",
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+  });
+  assert.equal(real.status, 0, real.stdout + real.stderr);
+  assert.match(real.stdout, /env\.SHARD_OBJECT \(ShardObject\)/);
+  assert.match(real.stdout, /env\.LM_HEAD \(my-models\)/);
+  assert.match(real.stdout, /env\.RESIDENCY /);
+});
+
+test("deploy-all refuses a bad setting before deploying anything", () => {
+  const dir = tempDir("deploy");
+  for (const [args, why] of [
+    [["--residency", "durable"], /expected isolate or object/],
+    [["--replicas", "0"], /expected 1…64/],
+    [["--replicas", "65"], /expected 1…64/],
+    [["--keep-warm-s", "-5"], /expected 0…86400/],
+    [["--budget-mib", "1.5"], /expected whole MiB/],
+    [["--bucket", "My_Bucket"], /expected an R2 bucket name/],
+    [["--prefix"], /--prefix needs a value/],
+  ]) {
+    const run = deployAll(dir, { args });
+    assert.equal(run.status, 2, `${args.join(" ")}: ${run.err}`);
+    assert.match(run.err, why, args.join(" "));
+    assert.deepEqual(run.calls, [], `${args.join(" ")} deployed`);
+  }
 });
 
 test("deploy-all refuses a shard count that is not 1…4096 before deploying anything", () => {

@@ -48,7 +48,7 @@ test("wrangler dev: a shard and the example inference Worker, as the README says
   const state = tempDir("dev-state");
   cli("upload", "--dir", model.slices, "--bucket", "cobordism-lm-head", "--prefix", "model", "--local", "--persist-to", state);
   const [shardPort, examplePort] = [await freePort(), await freePort()];
-  const shard = wranglerDev(["--env", "s0", "--var", "SHARD_COUNT:1", "--var", `AUTH_TOKEN:${TOKEN}`, "--persist-to", state, "--ip", "127.0.0.1", "--port", `${shardPort}`]);
+  const shard = wranglerDev(["--var", "SHARD_COUNT:1", "--var", `AUTH_TOKEN:${TOKEN}`, "--persist-to", state, "--ip", "127.0.0.1", "--port", `${shardPort}`]);
   let example;
   try {
     await shard.ready;
