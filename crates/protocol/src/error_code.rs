@@ -148,7 +148,8 @@ mod tests {
                 "busy",
                 "slice_loading",
                 "storage_unavailable",
-                "out_of_memory"
+                "out_of_memory",
+                "object_unavailable"
             ]
         );
     }

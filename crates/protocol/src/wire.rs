@@ -51,6 +51,28 @@ pub mod header {
     pub const SESSION: &str = "X-Cobordism-Session";
 }
 
+/// How a request found the slice (`X-Cache`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cache {
+    /// Resident when the request came.
+    Hit,
+    /// Another request was loading it: this one waited for that load.
+    Wait,
+    /// This request loaded it.
+    Miss,
+}
+
+impl Cache {
+    /// The header's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cache::Hit => "hit",
+            Cache::Wait => "wait",
+            Cache::Miss => "miss",
+        }
+    }
+}
+
 /// What an answer's headers say, for [`AnswerHeaders::pairs`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct AnswerHeaders<'a> {
@@ -72,9 +94,9 @@ pub struct AnswerHeaders<'a> {
     pub precision: &'static str,
     /// The manifest version.
     pub manifest_version: &'a str,
-    /// Whether the slice was resident when the request came.
-    pub hit: bool,
-    /// Milliseconds this request spent loading the slice.
+    /// How the request found the slice.
+    pub cache: Cache,
+    /// Milliseconds this request spent loading the slice, or waiting for another's load.
     pub load_ms: f64,
     /// Milliseconds of compute as the host's clock saw them: in production the clock stands
     /// still while a Worker computes, so a 0 is left out rather than reported as a time.
@@ -102,10 +124,7 @@ impl AnswerHeaders<'_> {
             (header::PASS_VECTORS, self.pass_vectors.to_string()),
             (header::PRECISION, self.precision.to_string()),
             (header::MANIFEST_VERSION, self.manifest_version.to_string()),
-            (
-                header::CACHE,
-                if self.hit { "hit" } else { "miss" }.to_string(),
-            ),
+            (header::CACHE, self.cache.name().to_string()),
             (header::SERVER_TIMING, timing),
             (header::REPLY, self.reply.to_string()),
         ];
@@ -131,7 +150,7 @@ mod tests {
             pass_vectors: 5,
             precision: "int8",
             manifest_version: "v1",
-            hit: true,
+            cache: Cache::Hit,
             load_ms: 0.0,
             compute_ms: 0.0,
             reply: "logits",
@@ -168,7 +187,7 @@ mod tests {
             ]
         );
         let top = AnswerHeaders {
-            hit: false,
+            cache: Cache::Miss,
             reply: "top_k",
             top_k: Some(40),
             ..answer()

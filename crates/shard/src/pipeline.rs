@@ -14,7 +14,7 @@
 
 use core::future::Future;
 
-use cobordism_protocol::wire::AnswerHeaders;
+use cobordism_protocol::wire::{AnswerHeaders, Cache};
 use cobordism_protocol::{max_body_bytes, ErrorCode, Form, Query, MAX_HIDDEN};
 use futures_util::{Stream, StreamExt};
 
@@ -57,8 +57,12 @@ impl Served {
             pass_vectors: self.answer.pass_vectors,
             precision: query.precision.name(),
             manifest_version: &self.answer.version,
-            hit: self.residency.hit,
-            load_ms: self.residency.load_ms,
+            cache: match &self.residency {
+                r if !r.hit => Cache::Miss,
+                r if r.waited_ms > 0.0 => Cache::Wait,
+                _ => Cache::Hit,
+            },
+            load_ms: self.residency.load_ms + self.residency.waited_ms,
             compute_ms: self.compute_ms,
             reply: query.form.name(),
             top_k: match query.form {

@@ -6,7 +6,7 @@
 //! [`LOAD_POLLS`] asks (10 s) it gives up and answers the `503 slice_loading` it got.
 //!
 //! Every other outcome — the slice resident, or an error that is not `slice_loading` — is the
-//! answer at once.
+//! answer at once. A request that waited says so (`Residency::waited_ms`, `X-Cache: wait`).
 
 use core::future::Future;
 
@@ -42,7 +42,12 @@ where
                 polls += 1;
                 sleep(LOAD_POLL_MS).await;
             }
-            done => return done,
+            done => {
+                return done.map(|r| Residency {
+                    waited_ms: f64::from(polls) * LOAD_POLL_MS,
+                    ..r
+                })
+            }
         }
     }
 }

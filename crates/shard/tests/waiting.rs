@@ -74,3 +74,20 @@ fn any_other_answer_is_given_at_once() {
     assert_eq!(wait(&shard, &cfg, &store), ("miss", 0));
     assert_eq!(wait(&shard, &cfg, &store), ("hit", 0));
 }
+
+#[test]
+fn a_request_that_waited_for_another_load_says_so() {
+    let (store, shard, cfg, a) = stalling(24, 1e9);
+    let first = std::cell::RefCell::new(Box::pin(shard.ensure(&cfg, &store)));
+    assert!(poll_once(first.borrow_mut().as_mut()).is_pending());
+    // While the waiting request sleeps, the first one's load goes on to its end.
+    let sleep = |_| {
+        store.gate.set(true);
+        assert_eq!(code(block_on(first.borrow_mut().as_mut())), "miss");
+        ready(())
+    };
+    let waited = block_on(wait_resident(|| shard.ensure(&cfg, &store), sleep)).unwrap();
+    assert!(waited.hit, "the slice was loaded by the other request");
+    assert_eq!(waited.waited_ms, LOAD_POLL_MS, "one poll");
+    assert_eq!(resident_logits(&shard), logits_of(&a, 0));
+}

@@ -142,6 +142,9 @@ pub struct Residency {
     pub hit: bool,
     /// Milliseconds (host clock) this request spent loading.
     pub load_ms: f64,
+    /// About how many milliseconds it waited for another request's load
+    /// ([`crate::wait_resident`]).
+    pub waited_ms: f64,
     /// A manifest check this request made failed; the resident slice answered anyway.
     pub check_error: Option<String>,
 }
@@ -151,6 +154,7 @@ impl Residency {
         Residency {
             hit: true,
             load_ms: 0.0,
+            waited_ms: 0.0,
             check_error: None,
         }
     }
@@ -243,6 +247,7 @@ impl Shard {
                 Ok(Residency {
                     hit: false,
                     load_ms,
+                    waited_ms: 0.0,
                     check_error: None,
                 })
             }
