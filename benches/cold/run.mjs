@@ -20,12 +20,12 @@
 //   (after scripts/build-worker.sh, build-client-js.sh and cargo build --release -p cobordism;
 //    see scripts/cold-bench.sh)
 import { parseArgs } from "node:util";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startShards } from "../../worker/local.mjs";
 import { hiddenBytes, post, health, seed, TOKEN } from "../../tests/worker/helpers.mjs";
 import { LmHeadClient } from "../../packages/client/src/node.mjs";
-import { benchModel, WORK } from "../model.mjs";
+import { benchModel, shardState, WORK } from "../model.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -83,30 +83,11 @@ async function coldShard({ loadStreams, r2Shape, script }) {
   }
 }
 
-/** Shard i's own local R2 state (its slice and the manifest): workerd processes cannot share one. */
-async function shardState(i) {
-  const dir = join(WORK, "cold-state", `s${i}`);
-  const marker = join(dir, `seeded-${manifest.version}`);
-  if (existsSync(marker)) return dir;
-  rmSync(dir, { recursive: true, force: true });
-  const s = await startShards({ shards: 1, state: dir, authToken: TOKEN, vars: { SHARD_INDEX: String(i), SHARD_COUNT: "8" } });
-  try {
-    const bucket = await s.bucket();
-    const key = manifest.shards[i].key;
-    await bucket.put(`model/${key}`, new Uint8Array(readFileSync(join(model.slices, key))));
-    await bucket.put("model/manifest.json", JSON.stringify(manifest));
-  } finally {
-    await s.dispose();
-  }
-  writeFileSync(marker, "");
-  return dir;
-}
-
 /** Eight fresh shards, each in its own workerd process: the first token (logits through the
  * client) after `warmLead` ms of warm-up (none if null). */
 async function coldToken(warmLead) {
   const states = [];
-  for (let i = 0; i < 8; i++) states.push(await shardState(i));
+  for (let i = 0; i < 8; i++) states.push(await shardState(model, i));
   const shards = await Promise.all(
     states.map((dir, i) => startShards({ shards: 1, state: dir, authToken: TOKEN, r2Shape: shape, vars: { SHARD_INDEX: String(i), SHARD_COUNT: "8" } })),
   );

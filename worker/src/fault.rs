@@ -2,7 +2,8 @@
 //! (which `scripts/build-worker.sh --test` enables and no deployment does): they prove that an
 //! instance reset is followed by a clean reload.
 
-/// `POST /__fault/panic`.
+/// `POST /__fault/panic` (with object residency, in the shard's object) and `POST
+/// /__fault/panic-here` (in the isolate the request reaches: a front's, with object residency).
 pub fn panic() -> ! {
     panic!("fault injection: panic")
 }

@@ -40,6 +40,9 @@ enum Route {
     PublicHealth,
     #[cfg(feature = "fault-injection")]
     Panic,
+    /// A panic in the isolate the request reaches, never forwarded to an object.
+    #[cfg(feature = "fault-injection")]
+    PanicHere,
     #[cfg(feature = "fault-injection")]
     Oom,
 }
@@ -53,6 +56,8 @@ fn route_of(req: &Request, inside_object: bool) -> Result<Route, ApiError> {
         "/cobordism-lm-head/warm" => (Route::Warm, post, "POST"),
         #[cfg(feature = "fault-injection")]
         "/__fault/panic" => (Route::Panic, post, "POST"),
+        #[cfg(feature = "fault-injection")]
+        "/__fault/panic-here" => (Route::PanicHere, post, "POST"),
         #[cfg(feature = "fault-injection")]
         "/__fault/oom" => (Route::Oom, post, "POST"),
         "/healthz" => (Route::Health, true, "GET, HEAD"),
@@ -84,6 +89,10 @@ async fn front(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiEr
         (Route::Health, Err(_)) => Route::PublicHealth,
         (_, Err(refused)) => return Err(refused),
     };
+    #[cfg(feature = "fault-injection")]
+    if route == Route::PanicHere {
+        fault::panic();
+    }
     let cfg = match config::settings(env) {
         Err(_) if route == Route::PublicHealth => return handlers::healthz_public(),
         cfg => cfg?,
@@ -111,7 +120,7 @@ async fn serve(
         Route::Health => handlers::healthz(cfg, host),
         Route::PublicHealth => handlers::healthz_public(),
         #[cfg(feature = "fault-injection")]
-        Route::Panic => fault::panic(),
+        Route::Panic | Route::PanicHere => fault::panic(),
         #[cfg(feature = "fault-injection")]
         Route::Oom => fault::exhaust_memory(),
         Route::Warm => handlers::warm(cfg, host, &req).await,
