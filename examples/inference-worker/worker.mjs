@@ -1,8 +1,10 @@
 // An inference Worker's last step: a hidden state in, a sampled token out, through the eight
 // lm-head shards. POST the hidden vector (little-endian f32) to /next-token?temperature=…&top_p=…
-// &seed=…[&precision=int8]; the answer is {"token", "logprob"}. POST /session starts a session:
-// it warms the shards (they load their slices while the prompt's prefill runs), answering
-// {"shards": ["ready" | "loading", …]}. See README.md.
+// &seed=…[&precision=int8][&session=ID]; the answer is {"token", "logprob"}. POST /session[?id=ID]
+// starts a session: it warms the shards (they load their slices while the prompt's prefill
+// runs), answering {"shards": ["ready" | "loading", …]}. With object residency and replicas, the
+// session's ID picks the shards' replicas: give the same one from /session to the last token.
+// See README.md.
 //
 // A caller's mistake (a malformed parameter, a hidden vector the shards refuse) is answered with
 // 400 and what was wrong; a failure of the shards with 502 (503 when retrying later may help).
@@ -45,22 +47,32 @@ function failure(e) {
   return Response.json({ error: "shard_error", detail: e.message, retryable: e.retryable }, { status, headers: e.retryable ? { "Retry-After": "1" } : {} });
 }
 
-/** The client of `precision`, made on first use. */
-function client(env, precision) {
+/** The client of `precision` for `session` (one kept per precision for calls without one). */
+function client(env, precision, session) {
   // No client `coalesce` here: it would merge calls of different requests, and workerd
   // cancels a request that waits on another request's fetch. The shards coalesce instead.
-  return (clients[precision] ??= new LmHeadClient({ endpoints: env.SHARD_URLS.split(",").map((u) => u.trim()), token: env.SHARD_TOKEN, precision }));
+  const make = () => new LmHeadClient({ endpoints: env.SHARD_URLS.split(",").map((u) => u.trim()), token: env.SHARD_TOKEN, precision, session });
+  return session === undefined ? (clients[precision] ??= make()) : make();
+}
+
+/** The caller's session ID (`name` in the query), if any. */
+function sessionOf(q, name) {
+  const id = q.get(name);
+  if (id === null) return undefined;
+  if (!/^[\w.:-]{1,128}$/.test(id)) throw new BadRequest(`${name} must be 1 to 128 letters, digits or ._:-, not ${JSON.stringify(id)}`);
+  return id;
 }
 
 export default {
   async fetch(request, env) {
-    const path = new URL(request.url).pathname;
+    const url = new URL(request.url);
+    const path = url.pathname;
     if (request.method === "POST" && path === "/session") {
       // A session's first call, before its prompt's prefill: every shard starts loading its
       // slice now, so that the first token, seconds later, finds them resident. (A Worker that
       // runs the prefill itself calls client.warm() first thing and awaits it after.)
       try {
-        return Response.json({ shards: await client(env, "exact").warm() });
+        return Response.json({ shards: await client(env, "exact", sessionOf(url.searchParams, "id")).warm() });
       } catch (e) {
         return failure(e);
       }
@@ -69,10 +81,10 @@ export default {
       return new Response("POST /session, then a hidden vector to /next-token\n", { status: 404 });
     }
     try {
-      const q = new URL(request.url).searchParams;
+      const q = url.searchParams;
       const precision = q.get("precision") ?? "exact";
       if (precision !== "exact" && precision !== "int8") throw new BadRequest(`precision must be exact or int8, not ${JSON.stringify(precision)}`);
-      const lmHead = client(env, precision);
+      const lmHead = client(env, precision, sessionOf(q, "session"));
       const o = options(q);
       const bytes = await request.arrayBuffer();
       if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) throw new BadRequest("send the hidden state as little-endian f32");

@@ -60,7 +60,7 @@ test("the example inference Worker samples the CLI's tokens through eight shards
   assert.equal(warmed.shards.length, 8);
   assert.ok(warmed.shards.every((s) => s === "loading" || s === "ready"), JSON.stringify(warmed));
   const manifest = join(model.slices, "manifest.json");
-  for (const [i, query] of ["temperature=0.8&seed=1", "temperature=1&top_p=0.9&seed=2", "temperature=0"].entries()) {
+  for (const [i, query] of ["temperature=0.8&seed=1", "temperature=1&top_p=0.9&seed=2&session=conversation-7", "temperature=0"].entries()) {
     const bytes = hiddenBytes(256, 30 + i);
     const inference = await mf.getWorker("inference");
     const r = await inference.fetch(`http://localhost/next-token?${query}`, { method: "POST", body: bytes });
@@ -97,6 +97,7 @@ test("in workerd, the example answers a caller's mistakes with its own 400, befo
     ["temperature=0.001&seed=1", hiddenBytes(256, 41), /temperature must be a number from 0.01/],
     ["temperature=1&top_k=2.5&seed=1", hiddenBytes(256, 41), /topK must be a non-negative integer/],
     ["temperature=1&seed=1", hiddenBytes(255, 41), /bad_length/], // refused by the shards: 400, not 502
+    ["temperature=1&seed=1&session=a%20b", hiddenBytes(256, 41), /session must be 1 to 128 letters/],
   ]) {
     const r = await inference.fetch(`http://localhost/next-token?${query}`, { method: "POST", body });
     const got = await r.json();
