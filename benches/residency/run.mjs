@@ -23,7 +23,9 @@
 // Before the measured tokens every front (and object) is warmed.
 //
 // A token is one request per shard (`?temperature=1&seed=…`, the sampling form), all eight at
-// once; its latency is the slowest shard's. A token "waited for a load" when any of its answers
+// once; its latency is the slowest shard's. A replacement kills the requests in flight in that
+// isolate (here, not on Cloudflare, where an isolate being replaced finishes them): they are
+// sent again, as the client does, and counted. A token "waited for a load" when any of its answers
 // says `X-Cache: miss` (it loaded the slice) or `wait` (it waited for another request's load).
 // Slice loads are the `miss` answers; R2 bytes are loads × the slice's size (each load reads the
 // whole slice once; manifest checks add a few hundred bytes each, left out).
@@ -80,6 +82,23 @@ const percentile = (xs, q) => {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))];
 };
 
+let retried = 0;
+
+/** One shard's answer for token `t`. A request that a replacement killed in flight (the isolate
+ * it ran in was reset under it: 500, or `503 object_unavailable`) is sent again, as
+ * `@cobordism/client` does; on Cloudflare an isolate being replaced finishes its requests. */
+async function ask(front, h, t) {
+  for (let attempt = 0; ; attempt++) {
+    const a = await post(front, h, { query: `?temperature=1&seed=${t}` });
+    if (a.status === 200) return a;
+    if ((a.status === 500 || a.status === 503) && attempt < 3) {
+      retried++;
+      continue;
+    }
+    throw new Error(`HTTP ${a.status}: ${new TextDecoder().decode(a.body)}`);
+  }
+}
+
 /** One mode at C streams: the per-token figures. */
 async function run(mode, streams) {
   const residency = mode === "object" ? "object" : "isolate";
@@ -98,6 +117,7 @@ async function run(mode, streams) {
     }
     const replace = mode !== "warm" && replaceP > 0;
     let replaced = 0;
+    retried = 0;
     const tokens = [];
     const tokensPerStream = Math.ceil(tokensPerConfig / streams);
     await Promise.all(
@@ -118,9 +138,8 @@ async function run(mode, streams) {
             );
           }
           const t0 = performance.now();
-          const answers = await Promise.all(picks.map((p) => post(p.front, hidden[(s + t) % hidden.length], { query: `?temperature=1&seed=${t}` })));
+          const answers = await Promise.all(picks.map((p) => ask(p.front, hidden[(s + t) % hidden.length], t)));
           const ms = performance.now() - t0;
-          for (const a of answers) if (a.status !== 200) throw new Error(`HTTP ${a.status}: ${new TextDecoder().decode(a.body)}`);
           const caches = answers.map((a) => a.headers.get("x-cache"));
           tokens.push({ ms, caches });
         }
@@ -135,6 +154,7 @@ async function run(mode, streams) {
       streams,
       tokens: tokens.length,
       replaced_fronts: replace ? replaced : 0,
+      killed_and_retried: retried,
       shard_warm_fraction: caches.filter((c) => c === "hit").length / caches.length,
       waited_per_1000: tokens.filter((t) => t.caches.some((c) => c !== "hit")).length * per1000,
       loads,

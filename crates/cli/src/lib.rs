@@ -24,6 +24,7 @@ pub mod sample;
 pub mod slice;
 pub mod slices;
 pub mod source;
+pub mod status;
 pub mod synth;
 pub mod tokens;
 pub mod upload;
@@ -35,6 +36,9 @@ use std::fmt;
 pub const EXIT_DOES_NOT_FIT: u8 = 3;
 /// Exit code when `logits --verify` finds a difference.
 pub const EXIT_VERIFY_FAILED: u8 = 4;
+/// Exit code when `status` finds a shard unreachable, refusing the token, failed, or out of
+/// step with the others.
+pub const EXIT_UNHEALTHY: u8 = 5;
 
 /// A failure with its own exit code; every other error exits with 1.
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use cobordism::{demo, logits, plan, sample, slice, synth, upload, warm, ExitError};
+use cobordism::{demo, logits, plan, sample, slice, status, synth, upload, warm, ExitError};
 
 /// Run an LLM's lm-head sharded across Cloudflare Workers: make or take a GGUF model, cut its
 /// lm-head into per-Worker slices, upload them to R2 and query the shards.
@@ -25,7 +25,7 @@ A typical run:
   cobordism sample --manifest slices/tiny/manifest.json --local --hidden-seed 1 --seed 42
 
 Exit codes: 0 success, 1 error, 2 bad arguments, 3 a slice does not fit the budget,
-4 --verify found a difference."
+4 --verify found a difference, 5 status found an unhealthy shard."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -44,6 +44,8 @@ enum Command {
     Upload(upload::Args),
     /// Ask every shard to load its slice now (before a session's first token).
     Warm(warm::Args),
+    /// One table of every shard's state from its /healthz; non-zero exit naming unhealthy shards.
+    Status(status::Args),
     /// Compute the logits of a hidden vector from the shards or locally.
     Logits(logits::Args),
     /// Draw a token exactly (temperature, top-k, top-p, min-p) from the shards or locally.
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::Slice(a) => slice::run(a),
         Command::Upload(a) => upload::run(a),
         Command::Warm(a) => warm::run(a),
+        Command::Status(a) => status::run(a),
         Command::Logits(a) => logits::run(a),
         Command::Sample(a) => sample::run_sample(a),
         Command::Logprobs(a) => sample::run_logprobs(a),

@@ -1,12 +1,15 @@
 //! What `GET /healthz` and `POST …/warm` answer, as types: built here from the shard's state,
-//! serialized by the Worker. docs/API.md describes each field.
+//! serialized by the Worker, read back by the CLI (`cobordism status`). docs/API.md describes
+//! each field.
 
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 
 use crate::{Isolate, Settings, Shard};
 
 /// `GET /healthz` for a caller with access.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HealthReport {
     /// `SHARD_INDEX`.
     pub shard_index: usize,
@@ -15,7 +18,7 @@ pub struct HealthReport {
     /// `MODEL_PREFIX`.
     pub model_prefix: String,
     /// `empty`, `loading`, `ready` or `failed`.
-    pub state: &'static str,
+    pub state: Cow<'static, str>,
     /// Whether a slice is resident.
     pub resident: bool,
     /// A new version is loading beside the resident one.
@@ -35,16 +38,21 @@ pub struct HealthReport {
     /// `MEMORY_BUDGET_MIB` in bytes.
     pub budget_bytes: u64,
     /// The kernels' backend (`simd128-relaxed`, `simd128`, …).
-    pub backend: &'static str,
+    pub backend: Cow<'static, str>,
     /// The shard Worker's version.
-    pub build_version: &'static str,
-    /// Where the slice lives: `isolate` or `object` (`RESIDENCY`).
-    pub residency: &'static str,
+    pub build_version: Cow<'static, str>,
+    /// Where the slice lives: `isolate` or `object` (`RESIDENCY`). This field and the three
+    /// after it default when read from an older shard's answer.
+    #[serde(default)]
+    pub residency: Cow<'static, str>,
     /// The Durable Object that answered (`shard-I/R`), with object residency.
+    #[serde(default)]
     pub object: Option<String>,
     /// Slices loaded completely since the isolate started.
+    #[serde(default)]
     pub loads: u64,
     /// Since the isolate's first request (host clock: it moves only with I/O in production).
+    #[serde(default)]
     pub age_ms: f64,
 }
 
@@ -64,7 +72,7 @@ pub struct Runtime {
 }
 
 /// The resident slice, in [`HealthReport`].
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SliceReport {
     /// Its first row.
     pub row_start: usize,
@@ -73,7 +81,7 @@ pub struct SliceReport {
     /// `q4_k` or `q6_k`.
     pub dtype: String,
     /// The bytes' layout (`ggml`, `packed6`).
-    pub layout: &'static str,
+    pub layout: Cow<'static, str>,
     /// The hidden size.
     pub hidden: usize,
     /// Rows of the whole lm-head.
@@ -95,7 +103,7 @@ pub struct SliceReport {
 }
 
 /// The passes since the isolate started, in [`HealthReport`].
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PassReport {
     /// Passes run.
     pub count: u64,
@@ -119,7 +127,7 @@ impl Isolate<'_> {
             row_start: r.entry.row_start,
             row_count: r.entry.row_count,
             dtype: r.manifest.dtype.clone(),
-            layout: r.manifest.layout().name(),
+            layout: r.manifest.layout().name().into(),
             hidden: r.manifest.hidden,
             vocab: r.manifest.vocab,
             softcap: r.manifest.softcap,
@@ -135,7 +143,7 @@ impl Isolate<'_> {
             shard_index: cfg.shard_index,
             shard_count: cfg.shard_count,
             model_prefix: cfg.prefix.clone(),
-            state: health.state,
+            state: health.state.into(),
             resident: slice.is_some(),
             loading_next: health.loading_next,
             checked_ms_ago: health.checked_ms_ago,
@@ -152,9 +160,9 @@ impl Isolate<'_> {
                 waiting: self.passes.waiting(),
             },
             budget_bytes: cfg.budget_bytes,
-            backend: runtime.backend,
-            build_version: runtime.build_version,
-            residency: cfg.residency.name(),
+            backend: runtime.backend.into(),
+            build_version: runtime.build_version.into(),
+            residency: cfg.residency.name().into(),
             object: runtime.object,
             loads: health.loads,
             age_ms: runtime.age_ms,
@@ -163,17 +171,17 @@ impl Isolate<'_> {
 }
 
 /// `GET /healthz` for a caller without access: the state and nothing else.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PublicHealthReport {
     /// `empty`, `loading`, `ready` or `failed`.
-    pub state: &'static str,
+    pub state: Cow<'static, str>,
 }
 
 impl PublicHealthReport {
     /// The report for `shard` at `now_ms`.
     pub fn of(shard: &Shard, now_ms: f64) -> PublicHealthReport {
         PublicHealthReport {
-            state: shard.health(now_ms).state,
+            state: shard.health(now_ms).state.into(),
         }
     }
 }

@@ -23,8 +23,8 @@ use cobordism_protocol::{decode_hidden, encode_f32, Form, Manifest, Precision, T
 use kquant::synth::SplitMix64;
 
 use remote::Options;
-pub use remote::ShardTiming;
 pub use remote::{assemble, sections, Reply};
+pub use remote::{healthz, Probe, ShardTiming};
 
 use crate::tokens::Vocabulary;
 use crate::{atomic, slices};
@@ -61,7 +61,7 @@ pub struct Shards {
 
 impl Shards {
     /// How to talk to them.
-    fn options(&self, precision: Precision) -> Options {
+    pub(crate) fn options(&self, precision: Precision) -> Options {
         Options {
             token: self.token.clone(),
             timeout: Duration::from_secs(self.timeout_secs.max(1)),
@@ -72,7 +72,7 @@ impl Shards {
     }
 
     /// The endpoint URLs, shard i at position i.
-    fn endpoints(&self) -> Result<Vec<String>> {
+    pub(crate) fn endpoints(&self) -> Result<Vec<String>> {
         let urls = match &self.endpoints_from {
             None => self.endpoint.clone(),
             Some(path) => {

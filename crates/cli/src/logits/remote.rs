@@ -23,6 +23,7 @@ use cobordism_protocol::wire::header;
 use cobordism_protocol::{
     encode_f32, worth_retrying, Form, Manifest, Precision, Query, ShardEntry, TopK, MAX_TOP_K,
 };
+use cobordism_shard::{HealthReport, PublicHealthReport};
 use serde::Deserialize;
 use ureq::http::Response;
 use ureq::{Agent, Body};
@@ -125,6 +126,51 @@ pub fn warm(manifest: &Manifest, endpoints: &[String], opts: &Options) -> Result
         retried(&name, opts, || warm_once(&agent, url, *index, opts)).map(|(state, _)| state)
     })?;
     every_shard(results)
+}
+
+/// What a shard's `GET /healthz` said.
+#[derive(Debug)]
+pub enum Probe {
+    /// No answer: the connection failed or timed out.
+    Unreachable(String),
+    /// An answer that is not a report: its status and body.
+    Refused(u16, String),
+    /// The report for callers without access (the token is missing or wrong): the state.
+    Public(String),
+    /// The whole report.
+    Report(Box<HealthReport>),
+}
+
+/// Every endpoint's `GET /healthz`, once each, in the endpoints' order.
+pub fn healthz(endpoints: &[String], opts: &Options) -> Result<Vec<Probe>> {
+    let agent = agent(opts);
+    in_parallel(endpoints, |e| {
+        let url = format!("{}/healthz", e.trim_end_matches('/'));
+        let mut resp = match identified(agent.get(&url), opts).call() {
+            Err(e) => return Probe::Unreachable(e.to_string()),
+            Ok(r) => r,
+        };
+        let status = resp.status().as_u16();
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(1 << 20)
+            .read_to_string();
+        let text = match body {
+            Err(e) => return Probe::Unreachable(e.to_string()),
+            Ok(t) => t,
+        };
+        if status != 200 {
+            return Probe::Refused(status, text);
+        }
+        if let Ok(report) = serde_json::from_str::<HealthReport>(&text) {
+            return Probe::Report(Box::new(report));
+        }
+        match serde_json::from_str::<PublicHealthReport>(&text) {
+            Ok(public) => Probe::Public(public.state.into_owned()),
+            Err(e) => Probe::Refused(status, format!("not a /healthz answer ({e}): {text}")),
+        }
+    })
 }
 
 fn agent(opts: &Options) -> Agent {

@@ -1,0 +1,201 @@
+//! `cobordism status`: the fleet at a glance. Reads every shard's `GET /healthz` at once (it
+//! never loads anything) and checks what makes a deployment work as one: each shard reachable
+//! and accepting the token, at its index, configured for as many shards as there are endpoints,
+//! not failed, and resident shards all on one manifest version (`--version`, or the one most of
+//! them serve). One table, or `--json` for cron and monitoring; the exit code says whether any
+//! shard has a problem, and the message names them.
+
+use anyhow::Result;
+use clap::{ArgGroup, Args as ClapArgs};
+use cobordism_protocol::Precision;
+use cobordism_shard::HealthReport;
+use serde::Serialize;
+
+use crate::logits::{healthz, Probe, Shards};
+use crate::{ExitError, EXIT_UNHEALTHY};
+
+/// Arguments of `cobordism status`.
+#[derive(ClapArgs, Debug)]
+#[command(
+    group(ArgGroup::new("endpoints").required(true).args(["endpoint", "endpoints_from"])),
+    after_long_help = "\
+Exits 0 when every shard is healthy, 5 naming the shards that are unreachable, refuse the token,
+failed, sit at another index, count another number of shards, or serve another version.
+
+Examples:
+  cobordism status --endpoints-from .cobordism/endpoints
+  cobordism status --endpoints-from .cobordism/endpoints --json")]
+pub struct Args {
+    #[command(flatten)]
+    pub shards: Shards,
+    /// The manifest version every resident shard must serve (default: the one most serve).
+    #[arg(long, value_name = "V")]
+    pub version: Option<String>,
+    /// Print one JSON document instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One shard's line.
+#[derive(Serialize)]
+struct Row {
+    index: usize,
+    url: String,
+    /// What is wrong, if anything.
+    problem: Option<String>,
+    /// Its `/healthz`, when it gave one.
+    health: Option<HealthReport>,
+}
+
+/// The whole report (`--json`).
+#[derive(Serialize)]
+struct Fleet {
+    healthy: bool,
+    shards: usize,
+    version: Option<String>,
+    rows: Vec<Row>,
+}
+
+pub fn run(a: &Args) -> Result<()> {
+    let urls = a.shards.endpoints()?;
+    let count = urls.len();
+    let probes = healthz(&urls, &a.shards.options(Precision::Exact))?;
+    let version = a.version.clone().or_else(|| most_served(&probes));
+    let rows: Vec<Row> = urls
+        .into_iter()
+        .zip(probes)
+        .enumerate()
+        .map(|(index, (url, probe))| {
+            let problem = judge(index, &probe, count, &version);
+            let health = match probe {
+                Probe::Report(r) => Some(*r),
+                _ => None,
+            };
+            Row {
+                index,
+                url,
+                problem,
+                health,
+            }
+        })
+        .collect();
+    let unhealthy: Vec<String> = rows
+        .iter()
+        .filter(|r| r.problem.is_some())
+        .map(|r| r.index.to_string())
+        .collect();
+    let fleet = Fleet {
+        healthy: unhealthy.is_empty(),
+        shards: rows.len(),
+        version,
+        rows,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&fleet)?);
+    } else {
+        print_table(&fleet);
+    }
+    if unhealthy.is_empty() {
+        return Ok(());
+    }
+    let problems: Vec<String> = fleet
+        .rows
+        .iter()
+        .filter_map(|r| Some(format!("shard {}: {}", r.index, r.problem.as_ref()?)))
+        .collect();
+    Err(ExitError {
+        code: EXIT_UNHEALTHY,
+        message: format!(
+            "shard{} {} unhealthy\n  {}",
+            if unhealthy.len() == 1 { "" } else { "s" },
+            unhealthy.join(", "),
+            problems.join("\n  ")
+        ),
+    }
+    .into())
+}
+
+/// The manifest version most resident shards serve.
+fn most_served(probes: &[Probe]) -> Option<String> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for p in probes {
+        let Probe::Report(r) = p else { continue };
+        let Some(v) = r.slice.as_ref().map(|s| &s.manifest_version) else {
+            continue;
+        };
+        match counts.iter_mut().find(|(seen, _)| seen == v) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((v.clone(), 1)),
+        }
+    }
+    counts.into_iter().max_by_key(|(_, n)| *n).map(|(v, _)| v)
+}
+
+/// What is wrong with shard `index` (one of `count`), if anything.
+fn judge(index: usize, probe: &Probe, count: usize, version: &Option<String>) -> Option<String> {
+    match probe {
+        Probe::Unreachable(e) => Some(format!("unreachable: {e}")),
+        Probe::Refused(status, body) => Some(format!("HTTP {status}: {}", body.trim())),
+        Probe::Public(state) => Some(format!(
+            "the token is missing or wrong (state {state}, nothing more without access)"
+        )),
+        Probe::Report(r) if r.shard_index != index => Some(format!(
+            "it is shard {}: the endpoints must be in shard order",
+            r.shard_index
+        )),
+        Probe::Report(r) if r.shard_count != count => Some(format!(
+            "configured for SHARD_COUNT {}, {count} endpoints given",
+            r.shard_count
+        )),
+        Probe::Report(r) if r.state == "failed" => Some(format!(
+            "failed: {}",
+            r.last_check_error.as_deref().unwrap_or("no reason given")
+        )),
+        Probe::Report(r) => match (&r.slice, version) {
+            (Some(s), Some(v)) if &s.manifest_version != v => Some(format!(
+                "serves manifest version {}, the others {v}",
+                s.manifest_version
+            )),
+            _ => None,
+        },
+    }
+}
+
+fn print_table(fleet: &Fleet) {
+    println!(
+        "{:>5}  {:<8} {:<18} {:<16} {:<9} {:>5} {:>9} {:>9}  problem",
+        "shard", "state", "version", "backend", "residency", "loads", "requests", "memory"
+    );
+    for r in &fleet.rows {
+        let dash = || "-".to_string();
+        let (state, version, backend, residency, loads, requests, memory) = match &r.health {
+            Some(h) => (
+                h.state.to_string(),
+                h.slice
+                    .as_ref()
+                    .map_or_else(dash, |s| s.manifest_version.clone()),
+                h.backend.to_string(),
+                h.residency.to_string(),
+                h.loads.to_string(),
+                h.passes.requests.to_string(),
+                format!("{:.0} MiB", h.wasm_memory_bytes as f64 / (1 << 20) as f64),
+            ),
+            None => (dash(), dash(), dash(), dash(), dash(), dash(), dash()),
+        };
+        println!(
+            "{:>5}  {state:<8} {version:<18} {backend:<16} {residency:<9} {loads:>5} {requests:>9} {memory:>9}  {}",
+            r.index,
+            r.problem.as_deref().unwrap_or("ok")
+        );
+    }
+    let bad = fleet.rows.iter().filter(|r| r.problem.is_some()).count();
+    println!(
+        "{} shards, {} healthy{}",
+        fleet.shards,
+        fleet.shards - bad,
+        fleet
+            .version
+            .as_ref()
+            .map_or_else(String::new, |v| format!(", manifest version {v}"))
+    );
+}
