@@ -1,8 +1,8 @@
 //! `cobordism status`: the fleet at a glance. Reads every shard's `GET /healthz` at once (it
 //! never loads anything) and checks what makes a deployment work as one: each shard reachable
 //! and accepting the token, at its index, configured for as many shards as there are endpoints,
-//! not failed, and resident shards all on one manifest version (`--version`, or the one most of
-//! them serve). One table, or `--json` for cron and monitoring; the exit code says whether any
+//! not failed, and resident shards all on one manifest version (`--manifest-version`, or the one most
+//! of them serve). One table, or `--json` for cron and monitoring; the exit code says whether any
 //! shard has a problem, and the message names them.
 
 use anyhow::Result;
@@ -30,7 +30,7 @@ pub struct Args {
     pub shards: Shards,
     /// The manifest version every resident shard must serve (default: the one most serve).
     #[arg(long, value_name = "V")]
-    pub version: Option<String>,
+    pub manifest_version: Option<String>,
     /// Print one JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -60,7 +60,7 @@ pub fn run(a: &Args) -> Result<()> {
     let urls = a.shards.endpoints()?;
     let count = urls.len();
     let probes = healthz(&urls, &a.shards.options(Precision::Exact))?;
-    let version = a.version.clone().or_else(|| most_served(&probes));
+    let version = a.manifest_version.clone().or_else(|| most_served(&probes));
     let rows: Vec<Row> = urls
         .into_iter()
         .zip(probes)
