@@ -3,6 +3,7 @@
 #   scripts/deploy-all.sh [--shards N] [--name NAME] [--bucket B] [--prefix P] [--budget-mib M]
 #                         [--residency isolate|object] [--replicas R] [--keep-warm-s S]
 #                         [wrangler deploy arguments…]
+#   scripts/deploy-all.sh --rotate-token | --finish-rotation | --delete [--shards N] [--name NAME]
 # N is the `--shards` you gave `cobordism slice` (`cobordism plan` suggests one). Builds the Worker
 # once, then for i in 0…N-1 deploys wrangler.toml's settings as the Worker <name>-s<i>
 # (cobordism-lm-head-s0, …) with SHARD_INDEX = i, SHARD_COUNT = N and the settings given here
@@ -25,6 +26,13 @@
 # `--endpoints-from`, and to .cobordism/shard-urls as one comma-separated line for an inference
 # Worker's SHARD_URLS.
 #
+# --rotate-token changes the token without a failed request: every shard gets the current token
+# as AUTH_TOKEN_PREVIOUS, then a new one as AUTH_TOKEN (both accepted meanwhile); the new one goes
+# to the token file (the old one beside it, .previous). Once every caller uses the new token,
+# --finish-rotation deletes AUTH_TOKEN_PREVIOUS from every shard. --delete removes the shard
+# Workers <name>-s0 … (all that a deploy recorded in .cobordism/deployed, at least N, and any
+# next ones wrangler still finds), their objects with them. None of the three builds or deploys.
+#
 # The kernels are relaxed SIMD's (Workers' V8 has it); COBORDISM_WASM_SIMD=plain deploys the plain
 # simd128 build instead (scripts/build-worker.sh says why the choice is made when building).
 set -euo pipefail
@@ -34,12 +42,16 @@ usage() {
   echo "deploy-all: $1" >&2
   echo "usage: scripts/deploy-all.sh [--shards N] [--name NAME] [--bucket B] [--prefix P] [--budget-mib M]" >&2
   echo "         [--residency isolate|object] [--replicas R] [--keep-warm-s S] [wrangler deploy arguments…]" >&2
+  echo "       scripts/deploy-all.sh --rotate-token | --finish-rotation | --delete [--shards N] [--name NAME]" >&2
   echo "       (N: 1…4096, default 8; R: 1…64; S: 0…86400 seconds)" >&2
   exit 2
 }
-shards=8 name= bucket= settings=() deploy_args=()
+shards=8 name= bucket= settings=() deploy_args=() mode=deploy
 while [ $# -gt 0 ]; do
   case $1 in
+    --rotate-token | --finish-rotation | --delete)
+      [ $mode = deploy ] || usage "$1: one of --rotate-token, --finish-rotation, --delete at a time"
+      mode=${1#--}; shift ;;
     --shards | --name | --bucket | --prefix | --budget-mib | --residency | --replicas | --keep-warm-s)
       [ $# -ge 2 ] || usage "$1 needs a value"
       set -- "$1=$2" "${@:3}"
@@ -69,6 +81,9 @@ done
   usage "--name $name: expected lower-case letters, digits and dashes (a Worker's name)"
 [ -z "$bucket" ] || [[ $bucket =~ ^[a-z0-9][a-z0-9-]{1,62}$ ]] ||
   usage "--bucket $bucket: expected an R2 bucket name (lower-case letters, digits, dashes)"
+if [ $mode != deploy ] && { [ ${#settings[@]} -gt 0 ] || [ -n "$bucket" ] || [ ${#deploy_args[@]} -gt 0 ]; }; then
+  usage "--$mode takes only --shards and --name"
+fi
 
 scripts/setup.sh deploy
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
@@ -77,14 +92,60 @@ token_file=${COBORDISM_TOKEN_FILE:-.cobordism/token}
 endpoints_file=${COBORDISM_ENDPOINTS_FILE:-.cobordism/endpoints}
 shard_urls_file=$(dirname "$endpoints_file")/shard-urls
 
+deployed_file=$(dirname "$endpoints_file")/deployed
+new_token() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
+keep_token() { mkdir -p "$(dirname "$2")" && (umask 077 && printf '%s\n' "$1" >"$2"); }
+name=${name:-$(sed -n 's/^name = "\(.*\)"$/\1/p' wrangler.toml | head -n1)}
+[ -n "$name" ] || { echo "deploy-all: no top-level name = \"…\" in wrangler.toml" >&2; exit 1; }
+
 token=${COBORDISM_TOKEN:-}
 if [ -z "$token" ] && [ -s "$token_file" ]; then
   token=$(<"$token_file")
 fi
+
+case $mode in
+  rotate-token)
+    [ -n "$token" ] || { echo "deploy-all: no current token (COBORDISM_TOKEN or $token_file) to rotate from" >&2; exit 1; }
+    next=$(new_token)
+    for ((i = 0; i < shards; i++)); do
+      # The current token stays accepted as AUTH_TOKEN_PREVIOUS before AUTH_TOKEN changes.
+      printf '%s' "$token" | "${wrangler[@]}" secret put AUTH_TOKEN_PREVIOUS --name "$name-s$i"
+      printf '%s' "$next" | "${wrangler[@]}" secret put AUTH_TOKEN --name "$name-s$i"
+    done
+    keep_token "$token" "$token_file.previous"
+    keep_token "$next" "$token_file"
+    echo "deploy-all: $shards shards accept the new token (in $token_file) and the previous one."
+    echo "Move every caller to the new token (export COBORDISM_TOKEN=\"\$(cat $token_file)\"; the"
+    echo "inference Worker's SHARD_TOKEN secret), then: scripts/deploy-all.sh --finish-rotation --shards $shards"
+    exit 0 ;;
+  finish-rotation)
+    for ((i = 0; i < shards; i++)); do
+      "${wrangler[@]}" secret delete AUTH_TOKEN_PREVIOUS --name "$name-s$i"
+    done
+    rm -f "$token_file.previous"
+    echo "deploy-all: $shards shards accept only the token in $token_file."
+    exit 0 ;;
+  delete)
+    recorded=0
+    [ -s "$deployed_file" ] && recorded=$(sed -n "s/^$name //p" "$deployed_file" | head -n1)
+    last=$((${recorded:-0} > shards ? ${recorded:-0} : shards))
+    deleted=0
+    for ((i = 0; i < 4096; i++)); do
+      if "${wrangler[@]}" delete "$name-s$i" --force </dev/null; then
+        deleted=$((deleted + 1))
+      elif [ $i -ge "$last" ]; then
+        break # past every recorded shard: the first one wrangler does not find ends the sweep
+      fi
+    done
+    [ ! -s "$deployed_file" ] || sed -i "/^$name /d" "$deployed_file"
+    echo "deploy-all: deleted $deleted shard Workers of $name (their Durable Objects with them)."
+    echo "The model stays in R2: npx wrangler r2 object delete … or the dashboard, if it should go too."
+    exit 0 ;;
+esac
+
 if [ -z "$token" ]; then
-  token=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
-  mkdir -p "$(dirname "$token_file")"
-  (umask 077 && printf '%s\n' "$token" >"$token_file")
+  token=$(new_token)
+  keep_token "$token" "$token_file"
   echo "deploy-all: made a new bearer token in $token_file"
 fi
 
@@ -95,8 +156,6 @@ config=target/wrangler.deploy.toml
 mkdir -p target
 sed '/^\[build\]/,/^$/d; /^\[env\./,/^$/d; s|^main = "|main = "../|' wrangler.toml >"$config"
 [ -z "$bucket" ] || sed -i "s|^bucket_name = \".*\"|bucket_name = \"$bucket\"|" "$config"
-name=${name:-$(sed -n 's/^name = "\(.*\)"$/\1/p' "$config" | head -n1)}
-[ -n "$name" ] || { echo "deploy-all: no top-level name = \"…\" in wrangler.toml" >&2; exit 1; }
 
 var_args=()
 for setting in ${settings[@]+"${settings[@]}"}; do var_args+=(--var "$setting"); done
@@ -116,6 +175,12 @@ for ((i = 0; i < shards; i++)); do
   urls+=("$url")
 done
 
+# The largest count deployed under this name, for --delete.
+recorded=0
+[ -s "$deployed_file" ] && recorded=$(sed -n "s/^$name //p" "$deployed_file" | head -n1)
+mkdir -p "$(dirname "$deployed_file")"
+{ [ ! -s "$deployed_file" ] || sed "/^$name /d" "$deployed_file"; echo "$name $((${recorded:-0} > shards ? ${recorded:-0} : shards))"; } >"$deployed_file.new"
+mv "$deployed_file.new" "$deployed_file"
 echo "deploy-all: $shards shards deployed ($name-s0 … $name-s$((shards - 1))); each requires Authorization: Bearer <token>."
 if [ "$unknown" -gt 0 ]; then
   echo "wrangler reported no workers.dev URL for $unknown of them (a dry run, or workers_dev = false), so"

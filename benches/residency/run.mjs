@@ -10,11 +10,12 @@
 //   nothing: the slice stays in the shard's Durable Object.
 //
 // Emulation. Each shard is its own workerd process (they compute in parallel, on this machine's
-// two cores), holding K front isolates (workers that serve the shard's URL, `worker/local.mjs`
-// `fronts`) and, with object residency, the object's own isolate. A random balancer picks a
-// front for each request. Before a request, with probability P (default 0.25), the balancer
-// replaces the front it picked: a fresh isolate (`POST /__fault/panic-here` resets the wasm
-// instance, so the next request starts from an empty memory, as a new isolate does). P is the
+// two cores), holding K front isolates in service (workers that serve the shard's URL,
+// `worker/local.mjs` `fronts`), spare ones, and, with object residency, the object's own
+// isolate. A random balancer picks a front for each request. Before a request, with
+// probability P (default 0.25), the balancer replaces the front it picked with a fresh isolate
+// (a spare whose wasm instance was reset: an empty memory, as a new isolate has); the old one
+// finishes its requests first, as on Cloudflare (`Balancer`). P is the
 // calibration: in the plain mode a replaced front's first request loads the slice, so ~P of a
 // shard's requests are cold (more at C = 16, where other streams' requests wait for that load),
 // i.e. a per-shard warm fraction of ~1 − P = 75 %, the seed proposal's production figure. The
@@ -23,14 +24,12 @@
 // Before the measured tokens every front (and object) is warmed.
 //
 // A token is one request per shard (`?temperature=1&seed=…`, the sampling form), all eight at
-// once; its latency is the slowest shard's. A replacement kills the requests in flight in that
-// isolate (here, not on Cloudflare, where an isolate being replaced finishes them): they are
-// sent again, as the client does, and counted. A token "waited for a load" when any of its answers
+// once; its latency is the slowest shard's. A token "waited for a load" when any of its answers
 // says `X-Cache: miss` (it loaded the slice) or `wait` (it waited for another request's load).
 // Slice loads are the `miss` answers; R2 bytes are loads × the slice's size (each load reads the
 // whole slice once; manifest checks add a few hundred bytes each, left out).
 //
-//   node benches/residency/run.mjs [--fronts 2] [--replace 0.25] [--tokens 128] [--streams 1,16]
+//   node benches/residency/run.mjs [--fronts 2] [--spares 8] [--replace 0.25] [--tokens 128] [--streams 1,16]
 //        [--modes warm,isolate,object] [--json FILE] [--svg FILE]
 //   (--tokens: per configuration, shared by its streams)
 //   (after scripts/build-for-bench.sh and the test shard, scripts/build-worker.sh --test; see
@@ -44,6 +43,7 @@ import { benchModel, shardState } from "../model.mjs";
 const { values } = parseArgs({
   options: {
     fronts: { type: "string", default: "2" },
+    spares: { type: "string", default: "8" },
     replace: { type: "string", default: "0.25" },
     tokens: { type: "string", default: "128" },
     streams: { type: "string", default: "1,16" },
@@ -55,6 +55,7 @@ const { values } = parseArgs({
   },
 });
 const fronts = Number(values.fronts);
+const spares = Number(values.spares);
 const replaceP = Number(values.replace);
 const tokensPerConfig = Number(values.tokens);
 const r2Shape = { firstByteMs: Number(values["first-byte-ms"]), bytesPerSec: Number(values["mb-per-s"]) * 1e6 };
@@ -82,20 +83,63 @@ const percentile = (xs, q) => {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))];
 };
 
-let retried = 0;
+/** A shard's fronts as the balancer sees them: `fronts` in service, the rest spare. Replacing a
+ * front puts a fresh spare in its place; the old one finishes its requests, then its wasm
+ * instance is reset (`POST /__fault/panic-here`: the next request finds an empty memory) and it
+ * becomes a spare, as fresh as a new isolate. */
+class Balancer {
+  constructor(urls) {
+    this.active = urls.slice(0, fronts);
+    this.spares = urls.slice(fronts);
+    this.inFlight = new Map(urls.map((u) => [u, 0]));
+    this.retiring = new Set();
+    this.replaced = 0;
+    this.skipped = 0;
+  }
 
-/** One shard's answer for token `t`. A request that a replacement killed in flight (the isolate
- * it ran in was reset under it: 500, or `503 object_unavailable`) is sent again, as
- * `@cobordism/client` does; on Cloudflare an isolate being replaced finishes its requests. */
-async function ask(front, h, t) {
-  for (let attempt = 0; ; attempt++) {
-    const a = await post(front, h, { query: `?temperature=1&seed=${t}` });
-    if (a.status === 200) return a;
-    if ((a.status === 500 || a.status === 503) && attempt < 3) {
-      retried++;
-      continue;
+  /** The front for a request (`fresh`: replace it first, if a spare is ready; else the
+   * replacement is skipped and counted), counted in flight from now on. */
+  pick(random, fresh) {
+    const slot = Math.floor(random() * this.active.length);
+    if (fresh && this.spares.length === 0) this.skipped++;
+    else if (fresh) {
+      const old = this.active[slot];
+      this.active[slot] = this.spares.shift();
+      this.replaced++;
+      this.retire(old);
     }
-    throw new Error(`HTTP ${a.status}: ${new TextDecoder().decode(a.body)}`);
+    const url = this.active[slot];
+    this.inFlight.set(url, this.inFlight.get(url) + 1);
+    return url;
+  }
+
+  retire(url) {
+    this.retiring.add(url);
+    if (this.inFlight.get(url) === 0) this.reset(url);
+  }
+
+  async reset(url) {
+    this.retiring.delete(url);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        const r = await fetch(`${url}/__fault/panic-here`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
+        await r.arrayBuffer();
+        break;
+      } catch {} // a kept-alive connection the runtime closed: again
+    }
+    this.spares.push(url);
+  }
+
+  /** The shard's answer from `url` (as `pick` gave it) for token `t`. */
+  async ask(url, h, t) {
+    try {
+      const a = await post(url, h, { query: `?temperature=1&seed=${t}` });
+      if (a.status !== 200) throw new Error(`HTTP ${a.status}: ${new TextDecoder().decode(a.body)}`);
+      return a;
+    } finally {
+      this.inFlight.set(url, this.inFlight.get(url) - 1);
+      if (this.inFlight.get(url) === 0 && this.retiring.has(url)) this.reset(url);
+    }
   }
 }
 
@@ -106,39 +150,29 @@ async function run(mode, streams) {
   for (let i = 0; i < SHARDS; i++) states.push(await shardState(model, i));
   const shards = await Promise.all(
     states.map((state, i) =>
-      startShards({ shards: 1, state, authToken: TOKEN, testBuild: true, r2Shape, fronts, residency, vars: { SHARD_INDEX: String(i), SHARD_COUNT: String(SHARDS) } }),
+      startShards({ shards: 1, state, authToken: TOKEN, testBuild: true, r2Shape, fronts: fronts + spares, residency, vars: { SHARD_INDEX: String(i), SHARD_COUNT: String(SHARDS) } }),
     ),
   );
   try {
-    const urls = shards.map((s) => s.frontEndpoints[0]);
-    // Warm every front (and, through them, the objects) before the measured tokens.
+    const balancers = shards.map((s) => new Balancer(s.frontEndpoints[0]));
+    // Warm the fronts in service (and, through them, the objects) before the measured tokens.
     for (const round of [0, 1]) {
-      await Promise.all(urls.flatMap((fs) => fs.map((u) => post(u, hidden[round]))));
+      await Promise.all(balancers.flatMap((b) => b.active.map((u) => post(u, hidden[round]))));
     }
     const replace = mode !== "warm" && replaceP > 0;
-    let replaced = 0;
-    retried = 0;
     const tokens = [];
     const tokensPerStream = Math.ceil(tokensPerConfig / streams);
     await Promise.all(
       Array.from({ length: streams }, async (_, s) => {
         const random = generator(1 + s);
         for (let t = 0; t < tokensPerStream; t++) {
-          const picks = urls.map((fs) => {
-            const front = fs[Math.floor(random() * fs.length)];
-            return { front, fresh: random() < replaceP };
+          const picks = balancers.map((b) => {
+            const [r, fresh] = [random(), random() < replaceP];
+            return b.pick(() => r, fresh && replace);
           });
-          if (replace) {
-            await Promise.all(
-              picks.filter((p) => p.fresh).map(async (p) => {
-                replaced++;
-                const r = await fetch(`${p.front}/__fault/panic-here`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
-                await r.arrayBuffer();
-              }),
-            );
-          }
           const t0 = performance.now();
-          const answers = await Promise.all(picks.map((p) => ask(p.front, hidden[(s + t) % hidden.length], t)));
+          const h = hidden[(s + t) % hidden.length];
+          const answers = await Promise.all(picks.map((url, i) => balancers[i].ask(url, h, t)));
           const ms = performance.now() - t0;
           const caches = answers.map((a) => a.headers.get("x-cache"));
           tokens.push({ ms, caches });
@@ -153,8 +187,8 @@ async function run(mode, streams) {
       mode,
       streams,
       tokens: tokens.length,
-      replaced_fronts: replace ? replaced : 0,
-      killed_and_retried: retried,
+      replaced_fronts: balancers.reduce((n, b) => n + b.replaced, 0),
+      replacements_skipped: balancers.reduce((n, b) => n + b.skipped, 0),
       shard_warm_fraction: caches.filter((c) => c === "hit").length / caches.length,
       waited_per_1000: tokens.filter((t) => t.caches.some((c) => c !== "hit")).length * per1000,
       loads,
@@ -177,7 +211,7 @@ for (const streams of values.streams.split(",").map(Number)) {
     results.push(r);
   }
 }
-const meta = { fronts, replace: replaceP, tokens_per_config: tokensPerConfig, r2_shape: r2Shape, slice_mb: sliceBytes / 1e6 };
+const meta = { fronts, spares, replace: replaceP, tokens_per_config: tokensPerConfig, r2_shape: r2Shape, slice_mb: sliceBytes / 1e6 };
 if (values.json) writeFileSync(values.json, JSON.stringify({ ...meta, results }, null, 2));
 
 // The report (markdown on stdout).

@@ -23,8 +23,10 @@ function standIn(dir, { urls }) {
     `#!/usr/bin/env node
 const fs = require("node:fs");
 const argv = process.argv.slice(2);
-const stdin = argv[0] === "secret" ? fs.readFileSync(0, "utf8") : null;
+const stdin = argv[0] === "secret" && argv[1] === "put" ? fs.readFileSync(0, "utf8") : null;
 fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify({ argv, stdin }) + "\\n");
+// A Worker that does not exist cannot be deleted (STAND_IN_WORKERS lists those that do).
+if (argv[0] === "delete" && !(process.env.STAND_IN_WORKERS ?? "").split(",").includes(argv[1])) process.exit(1);
 const output = process.env.WRANGLER_OUTPUT_FILE_PATH;
 if (${urls} && argv[0] === "deploy" && output) {
   const targets = ["https://" + argv[argv.indexOf("--name") + 1] + ".you.workers.dev"];
@@ -39,7 +41,9 @@ if (${urls} && argv[0] === "deploy" && output) {
 /** Runs deploy-all.sh with the stand-in; returns its exit status, calls and output. */
 function deployAll(dir, { args = [], env = {}, urls = false } = {}) {
   const { log, stub } = standIn(dir, { urls });
-  const run = spawnSync(join(root, "scripts", "deploy-all.sh"), ["--dry-run", ...args], {
+  // A deploy is a dry run; the other modes change only secrets and Workers (of the stand-in).
+  const mode = args.some((a) => ["--rotate-token", "--finish-rotation", "--delete"].includes(a));
+  const run = spawnSync(join(root, "scripts", "deploy-all.sh"), mode ? args : ["--dry-run", ...args], {
     encoding: "utf8",
     env: {
       ...process.env,
@@ -147,6 +151,53 @@ test("deploy-all --residency object with settings: each given once, one object c
   assert.match(real.stdout, /env\.SHARD_OBJECT \(ShardObject\)/);
   assert.match(real.stdout, /env\.LM_HEAD \(my-models\)/);
   assert.match(real.stdout, /env\.RESIDENCY /);
+});
+
+test("deploy-all --rotate-token: the old token stays accepted until --finish-rotation; both go through stdin", () => {
+  const dir = tempDir("deploy");
+  writeFileSync(join(dir, "token"), "old-token\n");
+  const run = deployAll(dir, { args: ["--rotate-token", "--shards", "3"], env: { COBORDISM_TOKEN: "" } });
+  assert.equal(run.status, 0, run.err);
+  const next = readFileSync(join(dir, "token"), "utf8").trim();
+  assert.match(next, /^[0-9a-f]{64}$/);
+  assert.equal(readFileSync(join(dir, "token.previous"), "utf8").trim(), "old-token");
+  assert.equal(statSync(join(dir, "token")).mode & 0o777, 0o600);
+  assert.deepEqual(
+    run.calls.map((c) => [c.argv.slice(0, 3).join(" "), flag(c.argv, "--name"), c.stdin]),
+    [0, 1, 2].flatMap((i) => [
+      ["secret put AUTH_TOKEN_PREVIOUS", `cobordism-lm-head-s${i}`, "old-token"],
+      ["secret put AUTH_TOKEN", `cobordism-lm-head-s${i}`, next],
+    ]),
+    "the previous token is in place on a shard before its token changes",
+  );
+  for (const c of run.calls) assert.ok(!c.argv.join(" ").includes(next) && !c.argv.join(" ").includes("old-token"));
+  assert.match(run.out, /--finish-rotation --shards 3/);
+
+  const finish = deployAll(dir, { args: ["--finish-rotation", "--shards", "3"] });
+  assert.equal(finish.status, 0, finish.err);
+  assert.deepEqual(finish.calls.map((c) => c.argv.join(" ")), [0, 1, 2].map((i) => `secret delete AUTH_TOKEN_PREVIOUS --name cobordism-lm-head-s${i}`));
+  assert.ok(!existsSync(join(dir, "token.previous")));
+  const none = deployAll(tempDir("deploy"), { args: ["--rotate-token"], env: { COBORDISM_TOKEN: "" } });
+  assert.equal(none.status, 1);
+  assert.match(none.err, /no current token/);
+});
+
+test("deploy-all --delete: every shard Worker a deploy recorded, and any further one wrangler finds", () => {
+  const dir = tempDir("deploy");
+  const first = deployAll(dir, { args: ["--shards", "5"], env: { COBORDISM_TOKEN: "t" } });
+  assert.equal(first.status, 0, first.err);
+  assert.equal(readFileSync(join(dir, "deployed"), "utf8"), "cobordism-lm-head 5\n");
+  assert.equal(deployAll(dir, { args: ["--shards", "3"], env: { COBORDISM_TOKEN: "t" } }).status, 0);
+  assert.equal(readFileSync(join(dir, "deployed"), "utf8"), "cobordism-lm-head 5\n", "the largest count is kept");
+  // Seven exist: five recorded here, two more deployed from elsewhere.
+  const workers = Array.from({ length: 7 }, (_, i) => `cobordism-lm-head-s${i}`).join(",");
+  const run = deployAll(dir, { args: ["--delete", "--shards", "3"], env: { STAND_IN_WORKERS: workers } });
+  assert.equal(run.status, 0, run.err);
+  const deleted = run.calls.map((c) => c.argv[1]);
+  assert.deepEqual(deleted, Array.from({ length: 8 }, (_, i) => `cobordism-lm-head-s${i}`), "up to the first one not found past the recorded five");
+  assert.match(run.out, /deleted 7 shard Workers/);
+  assert.equal(readFileSync(join(dir, "deployed"), "utf8"), "");
+  assert.equal(deployAll(dir, { args: ["--delete", "--prefix", "x"] }).status, 2, "--delete takes no settings");
 });
 
 test("deploy-all refuses a bad setting before deploying anything", () => {

@@ -197,6 +197,27 @@ test("with AUTH_TOKEN set, a Bearer token is required; /healthz says only the st
   });
 });
 
+test("a token rotation: AUTH_TOKEN and AUTH_TOKEN_PREVIOUS both get 200, anything else 401", async () => {
+  await withShards({ authToken: "a", vars: { ...FAST, AUTH_TOKEN_PREVIOUS: "b" } }, async (local) => {
+    await seed(await local.bucket(), q6);
+    const h = hiddenBytes(512, 2);
+    for (const [credential, status] of [
+      ["Bearer a", 200],
+      ["Bearer b", 200],
+      ["Bearer \ta\t", 200],
+      ["Bearer ab", 401],
+      ["Bearer c", 401],
+      ["Bearer a, Bearer b", 401],
+      ["Bearer a\u00a0", 401], // only spaces and tabs are white space around a credential
+      [null, 401],
+    ]) {
+      const headers = credential === null ? {} : { Authorization: credential };
+      const r = await post(local.endpoints[0], h, { headers, token: null });
+      assert.equal(r.status, status, JSON.stringify(credential));
+    }
+  });
+});
+
 test("closed by default: without AUTH_TOKEN a shard serves nobody unless ALLOW_ANONYMOUS is 1", async () => {
   await withShards({ authToken: undefined }, async (local) => {
     await seed(await local.bucket(), q6);

@@ -2,7 +2,8 @@
 //! `cobordism_protocol::Access` (closed by default).
 //!
 //! * `AUTH_TOKEN` secret set: `Authorization: Bearer <token>` is required (the scheme in any
-//!   case), else `401 unauthorized`.
+//!   case), else `401 unauthorized`. While a rotation is under way the `AUTH_TOKEN_PREVIOUS`
+//!   secret is accepted too (`scripts/deploy-all.sh --rotate-token`, SECURITY.md).
 //! * No token and `ALLOW_ANONYMOUS = "1"`: anyone may call (the operator chose it visibly).
 //! * No token and no `ALLOW_ANONYMOUS`: `503 auth_not_configured` for everyone (no
 //!   `Retry-After`: only the operator can change it).
@@ -19,10 +20,12 @@ use crate::error::ApiError;
 
 /// Applies the shard's policy to `req`.
 pub fn authorize(env: &Env, req: &Request) -> Result<(), ApiError> {
-    let token = env.secret("AUTH_TOKEN").ok().map(|s| s.to_string());
+    let secret = |name| env.secret(name).ok().map(|s| s.to_string()).unwrap_or_default();
+    let tokens = [secret("AUTH_TOKEN"), secret("AUTH_TOKEN_PREVIOUS")];
     let allow_anonymous = var(env, "ALLOW_ANONYMOUS").is_some_and(|v| v.trim() == "1");
     let credential = req.headers().get(header::AUTHORIZATION).ok().flatten();
-    match Access::decide(token.as_deref(), allow_anonymous, credential.as_deref()) {
+    let tokens = tokens.each_ref().map(String::as_str);
+    match Access::decide(&tokens, allow_anonymous, credential.as_deref()) {
         Access::Granted => Ok(()),
         Access::Unauthorized => Err(ApiError::new(
             ErrorCode::Unauthorized,

@@ -6,7 +6,7 @@ use cobordism_protocol::wire::header;
 use cobordism_protocol::ErrorCode;
 use cobordism_shard::ShardError;
 use serde::Serialize;
-use worker::{Headers, Response};
+use worker::{Env, Headers, Response};
 
 /// An error to answer with: a shard error and, for 401/405, one header.
 #[derive(Debug, Clone)]
@@ -33,8 +33,10 @@ impl ApiError {
         self
     }
 
-    /// The HTTP answer; logs what is for the operator.
-    pub fn into_response(self) -> Response {
+    /// The HTTP answer; logs what is for the operator (and the error's event and data point,
+    /// `crate::telemetry`).
+    pub fn answer(self, env: &Env) -> Response {
+        crate::telemetry::error(env, &self.error);
         let e = self.error;
         if let Some(internal) = &e.internal {
             worker::console_error!("{} ({}): {internal}", e.code, e.status());

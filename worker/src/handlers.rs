@@ -7,13 +7,14 @@ use cobordism_protocol::wire::header;
 use cobordism_protocol::Query;
 use cobordism_shard::{
     ensure_kept_alive, unreadable, wait_resident, BodyPool, Coalescer, Ensure, Framing, Isolate,
-    PublicHealthReport, Residency, Runtime, Settings, Shard, ShardError,
+    MetricPoint, PassSummary, PublicHealthReport, Residency, Runtime, Settings, Shard, ShardError,
 };
 use futures_util::future::LocalBoxFuture;
 use futures_util::{FutureExt, Stream, StreamExt};
 use worker::{Delay, Env, Headers, Request, Response};
 
 use crate::error::ApiError;
+use crate::telemetry;
 use crate::r2::R2;
 
 thread_local! {
@@ -25,6 +26,8 @@ thread_local! {
     static BODIES: BodyPool = BodyPool::default();
     /// When this isolate served its first request ([`note_start`]).
     static STARTED_MS: f64 = js_sys::Date::now();
+    /// When the passes' summary is next logged.
+    static PASS_SUMMARY: PassSummary = PassSummary::default();
 }
 
 /// Notes the isolate's first request, from which `/healthz` counts its age.
@@ -158,7 +161,15 @@ pub async fn lm_head(
     let headers = Headers::new();
     headers.set(header::CONTENT_TYPE, "application/octet-stream")?;
     headers.set(header::CACHE_CONTROL, "no-store")?;
-    for (name, value) in served.headers(cfg, &query).pairs() {
+    let facts = served.headers(cfg, &query);
+    let point = MetricPoint::of(cfg.shard_index, 200, facts.cache.name(), facts.precision, facts.reply)
+        .with_sizes(facts.pass_vectors, facts.batch, facts.load_ms);
+    telemetry::record(host.env, point);
+    let summary = PASS_SUMMARY.with(|p| p.due(js_sys::Date::now(), cfg.shard_index, &passes.stats()));
+    if let Some(line) = summary {
+        telemetry::log(&line);
+    }
+    for (name, value) in facts.pairs() {
         headers.set(name, &value)?;
     }
     Ok(Response::builder()

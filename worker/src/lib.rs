@@ -21,6 +21,7 @@ mod fault;
 mod handlers;
 mod object;
 mod r2;
+mod telemetry;
 
 use cobordism_protocol::wire::header;
 use cobordism_protocol::ErrorCode;
@@ -78,7 +79,7 @@ fn route_of(req: &Request, inside_object: bool) -> Result<Route, ApiError> {
 async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     Ok(front(req, &env, &ctx)
         .await
-        .unwrap_or_else(ApiError::into_response))
+        .unwrap_or_else(|e| e.answer(&env)))
 }
 
 /// The shard Worker's own `fetch`: serves the request, or forwards it to the shard's object.

@@ -69,7 +69,7 @@ pub async fn object_fetch(
 ) -> Result<web_sys::Response, JsValue> {
     let state = State::from(state);
     let answer = in_object(req.into(), &env, &state).await;
-    Ok(answer.unwrap_or_else(ApiError::into_response).into())
+    Ok(answer.unwrap_or_else(|e| e.answer(&env)).into())
 }
 
 async fn in_object(req: Request, env: &Env, state: &State) -> Result<Response, ApiError> {

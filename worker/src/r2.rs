@@ -78,6 +78,10 @@ fn streamed(object: worker::Object) -> Result<Object<R2Body>, StoreError> {
 impl Host for R2 {
     type Body = R2Body;
 
+    fn log(&self, line: &str) {
+        crate::telemetry::log(line);
+    }
+
     async fn etag(&self, key: &str) -> Result<Option<String>, StoreError> {
         let object = self.0.head(key).await.map_err(failed)?;
         Ok(object.map(|o| o.etag()))

@@ -58,38 +58,52 @@ pub enum Access {
 
 impl Access {
     /// Closed by default: without a (non-empty) token only `allow_anonymous` opens the shard; with
-    /// a token, the token is required whatever `allow_anonymous` says.
-    pub fn decide(token: Option<&str>, allow_anonymous: bool, header: Option<&str>) -> Access {
-        match token.filter(|t| !t.is_empty()) {
-            Some(expected) if bearer_matches(header, expected) => Access::Granted,
-            Some(_) => Access::Unauthorized,
-            None if allow_anonymous => Access::Granted,
-            None => Access::NotConfigured,
+    /// one, a request must carry one of the `tokens` (`AUTH_TOKEN` and, while a rotation is under
+    /// way, `AUTH_TOKEN_PREVIOUS`; empty ones are ignored) whatever `allow_anonymous` says.
+    pub fn decide(tokens: &[&str], allow_anonymous: bool, header: Option<&str>) -> Access {
+        let accepted: Vec<&str> = tokens.iter().copied().filter(|t| !t.is_empty()).collect();
+        match (accepted.is_empty(), allow_anonymous) {
+            (false, _) if bearer_matches(header, &accepted) => Access::Granted,
+            (false, _) => Access::Unauthorized,
+            (true, true) => Access::Granted,
+            (true, false) => Access::NotConfigured,
         }
     }
 }
 
-/// Whether an `Authorization` header value is `Bearer <expected>`. The scheme matches in any
-/// case (RFC 7235) and may be followed by several spaces; the token comparison takes the same
-/// time wherever the first difference is (only the length may leak).
+/// HTTP's optional white space (RFC 9110): spaces and tabs, nothing else.
+fn trim_ows(s: &str) -> &str {
+    s.trim_matches([' ', '\t'])
+}
+
+/// Whether an `Authorization` header value is `Bearer <token>` with one of the `accepted` tokens.
+/// The scheme matches in any case (RFC 9110) and may be followed by several spaces; only spaces
+/// and tabs count as white space around the credential (a token followed by U+2003 or U+00A0
+/// is another token). The comparison takes the same time wherever the first difference is and
+/// whichever token matches: every accepted token is compared (only the lengths may leak).
 ///
 /// The runtime joins repeated headers into one value with `", "` (and drops a leading empty
 /// one), and a bearer token cannot contain a comma: so the value is split at commas, empty
 /// elements (an empty header carries no credential) are dropped, and exactly one credential
 /// must remain. Two credentials are refused whatever their order, even two right ones.
-pub fn bearer_matches(header: Option<&str>, expected: &str) -> bool {
+pub fn bearer_matches(header: Option<&str>, accepted: &[&str]) -> bool {
     let mut credentials = header
         .unwrap_or("")
         .split(',')
-        .map(str::trim)
+        .map(trim_ows)
         .filter(|c| !c.is_empty());
     let (Some(credential), None) = (credentials.next(), credentials.next()) else {
         return false;
     };
     let token = credential
         .split_once(' ')
-        .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()));
-    token.is_some_and(|t| bool::from(t.as_bytes().ct_eq(expected.as_bytes())))
+        .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then(|| trim_ows(token)));
+    token.is_some_and(|t| {
+        let matches = accepted.iter().fold(subtle::Choice::from(0), |any, expected| {
+            any | t.as_bytes().ct_eq(expected.as_bytes())
+        });
+        bool::from(matches)
+    })
 }
 
 #[cfg(test)]
@@ -116,30 +130,44 @@ mod tests {
     #[test]
     fn closed_by_default() {
         let ok = Some("Bearer t0ken");
-        assert_eq!(Access::decide(None, false, ok), Access::NotConfigured);
-        assert_eq!(Access::decide(Some(""), false, ok), Access::NotConfigured);
-        assert_eq!(Access::decide(None, true, None), Access::Granted);
-        assert_eq!(Access::decide(Some("t0ken"), false, ok), Access::Granted);
-        assert_eq!(Access::decide(Some("t0ken"), true, ok), Access::Granted);
+        assert_eq!(Access::decide(&[], false, ok), Access::NotConfigured);
+        assert_eq!(Access::decide(&["", ""], false, ok), Access::NotConfigured);
+        assert_eq!(Access::decide(&[], true, None), Access::Granted);
+        assert_eq!(Access::decide(&["t0ken"], false, ok), Access::Granted);
+        assert_eq!(Access::decide(&["t0ken"], true, ok), Access::Granted);
+        assert_eq!(Access::decide(&["t0ken"], true, None), Access::Unauthorized);
         assert_eq!(
-            Access::decide(Some("t0ken"), true, None),
-            Access::Unauthorized
-        );
-        assert_eq!(
-            Access::decide(Some("t0ken"), false, Some("Bearer other")),
+            Access::decide(&["t0ken"], false, Some("Bearer other")),
             Access::Unauthorized
         );
     }
 
     #[test]
+    fn a_rotation_accepts_the_new_and_the_previous_token_and_nothing_else() {
+        let both = ["n3w", "0ld"];
+        for (header, access) in [
+            ("Bearer n3w", Access::Granted),
+            ("Bearer 0ld", Access::Granted),
+            ("Bearer n3w0ld", Access::Unauthorized),
+            ("Bearer other", Access::Unauthorized),
+            ("Bearer n3w, Bearer 0ld", Access::Unauthorized),
+        ] {
+            assert_eq!(Access::decide(&both, false, Some(header)), access, "{header}");
+        }
+        assert_eq!(Access::decide(&["", "0ld"], false, Some("Bearer 0ld")), Access::Granted);
+    }
+
+    #[test]
     fn bearer_tokens() {
-        assert!(bearer_matches(Some("Bearer s3cret"), "s3cret"));
-        assert!(bearer_matches(Some("Bearer s3cret "), "s3cret"));
-        assert!(bearer_matches(Some("bearer s3cret"), "s3cret"));
-        assert!(bearer_matches(Some("BEARER  s3cret"), "s3cret"));
+        let s3cret = &["s3cret"];
+        assert!(bearer_matches(Some("Bearer s3cret"), s3cret));
+        assert!(bearer_matches(Some("Bearer s3cret "), s3cret));
+        assert!(bearer_matches(Some("\tBearer s3cret\t"), s3cret));
+        assert!(bearer_matches(Some("bearer s3cret"), s3cret));
+        assert!(bearer_matches(Some("BEARER  s3cret"), s3cret));
         // Repeated headers as the runtime joins them: empty ones carry nothing, in any order.
-        assert!(bearer_matches(Some("Bearer s3cret, "), "s3cret"));
-        assert!(bearer_matches(Some(", Bearer s3cret"), "s3cret"));
+        assert!(bearer_matches(Some("Bearer s3cret, "), s3cret));
+        assert!(bearer_matches(Some(", Bearer s3cret"), s3cret));
         for bad in [
             None,
             Some("s3cret"),
@@ -155,8 +183,13 @@ mod tests {
             Some("Bearer other, Bearer s3cret"),
             Some("Bearer s3cret,x"),
             Some(","),
+            // Only SP and HTAB are white space around a credential.
+            Some("Bearer s3cret\u{2003}"),
+            Some("Bearer s3cret\u{a0}"),
+            Some("\u{a0}Bearer s3cret"),
+            Some("Bearer \u{2003}s3cret"),
         ] {
-            assert!(!bearer_matches(bad, "s3cret"), "{bad:?}");
+            assert!(!bearer_matches(bad, s3cret), "{bad:?}");
         }
     }
 }

@@ -17,11 +17,13 @@
 //!   keep-warm;
 //! * [`Settings::from_vars`]: the Worker's variables, their defaults and ranges;
 //! * [`HealthReport`] and [`WarmReport`]: what `/healthz` and the warm-up answer;
-//! * [`ShardError`]: every error answer, with what is for the caller and what for the log.
+//! * [`ShardError`]: every error answer, with what is for the caller and what for the log;
+//! * [`events`]: the operator's log lines and metrics, one shape each.
 
 mod bodies;
 mod coalesce;
 mod error;
+pub mod events;
 mod framing;
 mod isolate;
 pub mod object;
@@ -38,6 +40,7 @@ mod warming;
 pub use bodies::{too_large, Body, BodyPool};
 pub use coalesce::{Answer, Arrival, Coalescer, PassStats, MAX_TURNS};
 pub use error::ShardError;
+pub use events::{Event, MetricPoint, PassSummary};
 pub use framing::{declared_length, unreadable};
 pub use isolate::Isolate;
 pub use object::{object_name, KeepWarm, ResidencyMode};

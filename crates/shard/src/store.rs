@@ -116,4 +116,7 @@ pub trait Host {
     /// Milliseconds on the host's clock. In production Workers it advances only with I/O, so
     /// it measures waiting (loads, checks), never computation.
     fn now_ms(&self) -> f64;
+
+    /// Writes one line to the operator's log ([`crate::Event`]); by default nowhere.
+    fn log(&self, _line: &str) {}
 }

@@ -43,6 +43,7 @@ use core::cell::RefCell;
 use cobordism_protocol::{Manifest, MemoryNeed, ShardEntry};
 
 use crate::error::{slice_loading, ShardError, SUPERSEDED};
+use crate::events::Event;
 use crate::settings::Settings;
 use crate::stall::stalled;
 use crate::store::Host;
@@ -230,8 +231,22 @@ impl Shard {
             }
             (s.generation, buf.unwrap_or_default())
         };
+        let known_version = known.as_ref().map(|(_, m)| m.version.clone());
         let result = self.fetch(cfg, host, generation, buf, known).await;
         let now = host.now_ms();
+        let (version, bytes, outcome) = match &result {
+            Ok(r) => (Some(r.manifest.version.as_str()), Some(r.entry.bytes), "ok"),
+            Err(e) => (known_version.as_deref(), None, e.code.name()),
+        };
+        let event = Event::SliceLoad {
+            shard: cfg.shard_index,
+            version,
+            bytes,
+            streams: cfg.load_streams,
+            ms: now - started,
+            outcome,
+        };
+        host.log(&event.line());
         let mut s = self.state.borrow_mut();
         let ours = s
             .phase

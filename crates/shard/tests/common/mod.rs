@@ -114,6 +114,8 @@ pub struct Store {
     pub range_reads: RefCell<Vec<(u64, u64)>>,
     /// The start of each ranged read whose body reached its end, in the order they did.
     pub ranges_done: Rc<RefCell<Vec<u64>>>,
+    /// The lines the shard logged.
+    pub logged: RefCell<Vec<String>>,
 }
 
 impl Store {
@@ -284,6 +286,10 @@ impl Host for Store {
 
     fn now_ms(&self) -> f64 {
         self.clock.get()
+    }
+
+    fn log(&self, line: &str) {
+        self.logged.borrow_mut().push(line.to_string());
     }
 }
 
