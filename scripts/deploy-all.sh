@@ -2,7 +2,7 @@
 # Deploys N shards (default 8) to your Cloudflare account and gives them one bearer token:
 #   scripts/deploy-all.sh [--shards N] [--name NAME] [--bucket B] [--prefix P] [--budget-mib M]
 #                         [--residency isolate|object] [--replicas R] [--keep-warm-s S]
-#                         [wrangler deploy arguments…]
+#                         [--metrics DATASET] [wrangler deploy arguments…]
 #   scripts/deploy-all.sh --rotate-token | --finish-rotation | --delete [--shards N] [--name NAME]
 # N is the `--shards` you gave `cobordism slice` (`cobordism plan` suggests one). Builds the Worker
 # once, then for i in 0…N-1 deploys wrangler.toml's settings as the Worker <name>-s<i>
@@ -12,6 +12,9 @@
 # given keep wrangler.toml's values. Needs `wrangler login` (or CLOUDFLARE_API_TOKEN) and the R2
 # bucket; installs only what a deploy needs (`scripts/setup.sh deploy`). Shards left from an
 # earlier deploy of more than N stay until `npx wrangler delete <name>-s<i>`.
+#
+# --metrics DATASET binds a Workers Analytics Engine dataset as METRICS: one data point per
+# answer (docs/DEPLOY.md, "Watching a deployment").
 #
 # --residency object keeps each shard's slice in its Durable Object (every script carries the
 # ShardObject class and its migration; RESIDENCY picks whether it is used), --replicas R gives
@@ -41,24 +44,28 @@ cd "$(dirname "$0")/.."
 usage() {
   echo "deploy-all: $1" >&2
   echo "usage: scripts/deploy-all.sh [--shards N] [--name NAME] [--bucket B] [--prefix P] [--budget-mib M]" >&2
-  echo "         [--residency isolate|object] [--replicas R] [--keep-warm-s S] [wrangler deploy arguments…]" >&2
+  echo "         [--residency isolate|object] [--replicas R] [--keep-warm-s S] [--metrics DATASET]" >&2
+  echo "         [wrangler deploy arguments…]" >&2
   echo "       scripts/deploy-all.sh --rotate-token | --finish-rotation | --delete [--shards N] [--name NAME]" >&2
   echo "       (N: 1…4096, default 8; R: 1…64; S: 0…86400 seconds)" >&2
   exit 2
 }
-shards=8 name= bucket= settings=() deploy_args=() mode=deploy
+shards=8 name= bucket= metrics= settings=() deploy_args=() mode=deploy
 while [ $# -gt 0 ]; do
   case $1 in
     --rotate-token | --finish-rotation | --delete)
       [ $mode = deploy ] || usage "$1: one of --rotate-token, --finish-rotation, --delete at a time"
       mode=${1#--}; shift ;;
-    --shards | --name | --bucket | --prefix | --budget-mib | --residency | --replicas | --keep-warm-s)
+    --shards | --name | --bucket | --prefix | --budget-mib | --residency | --replicas | --keep-warm-s | --metrics)
       [ $# -ge 2 ] || usage "$1 needs a value"
       set -- "$1=$2" "${@:3}"
       ;;
     --shards=*) shards=${1#*=}; shift ;;
     --name=*) name=${1#*=}; shift ;;
     --bucket=*) bucket=${1#*=}; shift ;;
+    --metrics=*)
+      [[ ${1#*=} =~ ^[A-Za-z0-9_]{1,64}$ ]] || usage "--metrics ${1#*=}: expected a dataset name (letters, digits, _)"
+      metrics=${1#*=}; shift ;;
     --prefix=*) settings+=("MODEL_PREFIX:${1#*=}"); shift ;;
     --budget-mib=*)
       [[ ${1#*=} =~ ^[1-9][0-9]{0,5}$ ]] || usage "${1%%=*} ${1#*=}: expected whole MiB"
@@ -81,7 +88,7 @@ done
   usage "--name $name: expected lower-case letters, digits and dashes (a Worker's name)"
 [ -z "$bucket" ] || [[ $bucket =~ ^[a-z0-9][a-z0-9-]{1,62}$ ]] ||
   usage "--bucket $bucket: expected an R2 bucket name (lower-case letters, digits, dashes)"
-if [ $mode != deploy ] && { [ ${#settings[@]} -gt 0 ] || [ -n "$bucket" ] || [ ${#deploy_args[@]} -gt 0 ]; }; then
+if [ $mode != deploy ] && { [ ${#settings[@]} -gt 0 ] || [ -n "$bucket$metrics" ] || [ ${#deploy_args[@]} -gt 0 ]; }; then
   usage "--$mode takes only --shards and --name"
 fi
 
@@ -156,6 +163,8 @@ config=target/wrangler.deploy.toml
 mkdir -p target
 sed '/^\[build\]/,/^$/d; /^\[env\./,/^$/d; s|^main = "|main = "../|' wrangler.toml >"$config"
 [ -z "$bucket" ] || sed -i "s|^bucket_name = \".*\"|bucket_name = \"$bucket\"|" "$config"
+# The Analytics Engine dataset each answer writes a data point to (docs/DEPLOY.md).
+[ -z "$metrics" ] || printf '\n[[analytics_engine_datasets]]\nbinding = "METRICS"\ndataset = "%s"\n' "$metrics" >>"$config"
 
 var_args=()
 for setting in ${settings[@]+"${settings[@]}"}; do var_args+=(--var "$setting"); done

@@ -2,11 +2,12 @@
 // Runs N local shard Workers until interrupted; prints {"endpoints": [...]} on one line when ready.
 // `scripts/local-shards.mjs --help` says how. Like deployed shards they serve nobody without
 // --token (or COBORDISM_TOKEN) or --allow-anonymous.
+import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { startShards } from "../worker/local.mjs";
 
 const USAGE = `usage: scripts/local-shards.mjs [--shards 8] [--state DIR] [--prefix P] [--var K=V]…
-                               [--residency isolate|object] [--replicas R]
+                               [--residency isolate|object] [--replicas R] [--endpoints-file F]
                                (--token T | --allow-anonymous)
 
 Runs N local shard Workers (workerd through Miniflare, after scripts/build-worker.sh) on loopback
@@ -18,6 +19,8 @@ ports until interrupted, and prints {"endpoints": [...]} on one line when they a
   --residency MODE    isolate (default): the slice in whichever isolate serves the request;
                       object: in the shard's Durable Object (RESIDENCY)
   --replicas R        Durable Objects per shard with --residency object, 1 to 64; default 1
+  --endpoints-file F  also write the endpoints to F, one a line in shard order (for
+                      cobordism … --endpoints-from F)
   --token T           the AUTH_TOKEN secret (default: $COBORDISM_TOKEN)
   --allow-anonymous   serve callers without a token (ALLOW_ANONYMOUS = "1")
 It stops on Ctrl-C, SIGTERM, or when its standard input closes (its parent went away): started
@@ -36,6 +39,7 @@ try {
       "allow-anonymous": { type: "boolean", default: false },
       residency: { type: "string", default: "isolate" },
       replicas: { type: "string", default: "1" },
+      "endpoints-file": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   }));
@@ -81,6 +85,7 @@ const local = await startShards({
   authToken: values.token,
   anonymous: values["allow-anonymous"],
 });
+if (values["endpoints-file"]) writeFileSync(values["endpoints-file"], local.endpoints.join("\n") + "\n");
 console.log(JSON.stringify({ endpoints: local.endpoints }));
 let stopping = false;
 const stop = async () => {

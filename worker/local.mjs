@@ -42,11 +42,15 @@ export const OBJECT_CLASS = "ShardObject";
  * @param {"isolate"|"object"} [o.residency="isolate"] RESIDENCY: with "object" each shard's
  *   slice lives in its Durable Object (the `SHARD_OBJECT` binding, SQLite-backed, as deployed)
  * @param {number} [o.replicas=1] REPLICAS: objects per shard, with object residency
+ * @param {(line: {level: string, message: string}) => void} [o.onLog] receives every line the
+ *   Workers log (console.log, console.error) instead of the terminal
+ * @param {boolean} [o.metrics] binds a stand-in Workers Analytics Engine dataset as METRICS:
+ *   each data point is logged as one line `{"metric": point}` (see `onLog`)
  * @param {number} [o.fronts=1] isolates (workers) serving each shard's URL, each on its own
  *   port (`frontEndpoints[i]`; `endpoints[i]` is the first): a benchmark's balancer picks one
  * @returns {Promise<{endpoints: string[], frontEndpoints: string[][], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare}>}
  */
-export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, fronts = 1 } = {}) {
+export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, fronts = 1, onLog, metrics = false } = {}) {
   if (!["isolate", "object"].includes(residency)) throw new Error(`residency ${residency}: expected isolate or object`);
   const object = residency === "object";
   const wrapped = r2Faults || r2Shape;
@@ -68,7 +72,8 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
       ...(authToken ? { AUTH_TOKEN: authToken } : {}),
       ...(anonymous ? { ALLOW_ANONYMOUS: "1" } : {}),
     },
-    ...(wrapped ? { wrappedBindings: { [BINDING]: WRAPPED_R2 } } : { r2Buckets: { [BINDING]: BUCKET } }),
+    ...(wrapped ? { r2Buckets: {} } : { r2Buckets: { [BINDING]: BUCKET } }),
+    wrappedBindings: { ...(wrapped ? { [BINDING]: WRAPPED_R2 } : {}), ...(metrics ? { METRICS: METRICS_STAND_IN } : {}) },
     ...extra,
   });
   // With object residency each shard's object class runs in a worker of its own (`s<i>-object`,
@@ -84,10 +89,12 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     if (object) workers.push(shard(i, `s${i}-object`, { durableObjects: objectOf(i) }));
   }
   if (wrapped) workers.push(wrappedR2(r2Faults, r2Shape));
+  if (metrics) workers.push(metricsStandIn());
   const mf = new Miniflare({
     workers,
     r2Persist: state ? join(state, "v3", "r2") : false,
     log: undefined,
+    ...(onLog ? { handleStructuredLogs: onLog } : {}),
   });
   await mf.ready;
   const url = async (name) => (await mf.unsafeGetDirectURL(name)).toString().replace(/\/$/, "");
@@ -106,6 +113,19 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
 }
 
 const WRAPPED_R2 = "wrapped-r2";
+const METRICS_STAND_IN = "metrics-stand-in";
+
+/** The worker behind the stand-in `METRICS` binding: an Analytics Engine dataset whose data
+ * points are logged, one JSON line each (`{"metric": point}`). */
+function metricsStandIn() {
+  return {
+    name: METRICS_STAND_IN,
+    modules: true,
+    script: `export default function () {
+      return { writeDataPoint(point) { console.log(JSON.stringify({ metric: point })); } };
+    }`,
+  };
+}
 
 /** The worker name of shard i's front f (`s<i>`, then `s<i>f<f>`). */
 const frontName = (i, f) => (f === 0 ? `s${i}` : `s${i}f${f}`);

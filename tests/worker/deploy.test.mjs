@@ -126,7 +126,7 @@ test("deploy-all --shards 12: twelve shards, COBORDISM_TOKEN on each, their URLs
 
 test("deploy-all --residency object with settings: each given once, one object class and migration per script", () => {
   const dir = tempDir("deploy");
-  const settings = ["--bucket", "my-models", "--prefix", "models/qwen", "--budget-mib", "110", "--residency", "object", "--replicas", "3", "--keep-warm-s", "600", "--name", "qwen-head"];
+  const settings = ["--bucket", "my-models", "--prefix", "models/qwen", "--budget-mib", "110", "--residency", "object", "--replicas", "3", "--keep-warm-s", "600", "--name", "qwen-head", "--metrics", "lm_head"];
   const run = deployAll(dir, { args: ["--shards", "2", ...settings], env: { COBORDISM_TOKEN: "t0k3n" } });
   assert.equal(run.status, 0, run.err);
   const deploys = run.calls.filter((c) => c.argv[0] === "deploy");
@@ -141,6 +141,8 @@ test("deploy-all --residency object with settings: each given once, one object c
   assert.match(config, /^class_name = "ShardObject"$/m);
   assert.equal(config.match(/^\[\[migrations\]\]$/gm)?.length, 1);
   assert.match(config, /^new_sqlite_classes = \["ShardObject"\]$/m);
+  assert.match(config, /\[\[analytics_engine_datasets\]\]\nbinding = "METRICS"\ndataset = "lm_head"/);
+  assert.match(config, /^\[observability\]\nenabled = true$/m);
   // The real wrangler takes it: the Durable Object binding, its class and the settings.
   const real = spawnSync(join(root, "node_modules", ".bin", "wrangler"), [...deploys[1].argv, "--outdir", join(dir, "out")], {
     cwd: root,
@@ -151,6 +153,7 @@ test("deploy-all --residency object with settings: each given once, one object c
   assert.match(real.stdout, /env\.SHARD_OBJECT \(ShardObject\)/);
   assert.match(real.stdout, /env\.LM_HEAD \(my-models\)/);
   assert.match(real.stdout, /env\.RESIDENCY /);
+  assert.match(real.stdout, /env\.METRICS \(lm_head\)/);
 });
 
 test("deploy-all --rotate-token: the old token stays accepted until --finish-rotation; both go through stdin", () => {

@@ -254,7 +254,7 @@ test("cobordism logits against shards only their operator can fix fails at once,
     await seed(await local.bucket(), q6);
     const r = logits(local.endpoints, TOKEN);
     assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stderr, /HTTP 503 misconfigured/);
+    assert.match(r.stderr, /HTTP 503 misconfigured: the model's manifest has 2 shards, this shard is configured for SHARD_COUNT 3/);
     assert.ok(r.ms < 2000, `${r.ms} ms`);
     const anonymous = logits(local.endpoints);
     assert.match(anonymous.stderr, /HTTP 401 unauthorized: .*--token or COBORDISM_TOKEN/);

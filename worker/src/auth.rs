@@ -20,7 +20,12 @@ use crate::error::ApiError;
 
 /// Applies the shard's policy to `req`.
 pub fn authorize(env: &Env, req: &Request) -> Result<(), ApiError> {
-    let secret = |name| env.secret(name).ok().map(|s| s.to_string()).unwrap_or_default();
+    let secret = |name| {
+        env.secret(name)
+            .ok()
+            .map(|s| s.to_string())
+            .unwrap_or_default()
+    };
     let tokens = [secret("AUTH_TOKEN"), secret("AUTH_TOKEN_PREVIOUS")];
     let allow_anonymous = var(env, "ALLOW_ANONYMOUS").is_some_and(|v| v.trim() == "1");
     let credential = req.headers().get(header::AUTHORIZATION).ok().flatten();

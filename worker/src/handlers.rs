@@ -14,8 +14,8 @@ use futures_util::{FutureExt, Stream, StreamExt};
 use worker::{Delay, Env, Headers, Request, Response};
 
 use crate::error::ApiError;
-use crate::telemetry;
 use crate::r2::R2;
+use crate::telemetry;
 
 thread_local! {
     /// This isolate's slice.
@@ -162,10 +162,17 @@ pub async fn lm_head(
     headers.set(header::CONTENT_TYPE, "application/octet-stream")?;
     headers.set(header::CACHE_CONTROL, "no-store")?;
     let facts = served.headers(cfg, &query);
-    let point = MetricPoint::of(cfg.shard_index, 200, facts.cache.name(), facts.precision, facts.reply)
-        .with_sizes(facts.pass_vectors, facts.batch, facts.load_ms);
+    let point = MetricPoint::of(
+        cfg.shard_index,
+        200,
+        facts.cache.name(),
+        facts.precision,
+        facts.reply,
+    )
+    .with_sizes(facts.pass_vectors, facts.batch, facts.load_ms);
     telemetry::record(host.env, point);
-    let summary = PASS_SUMMARY.with(|p| p.due(js_sys::Date::now(), cfg.shard_index, &passes.stats()));
+    let summary =
+        PASS_SUMMARY.with(|p| p.due(js_sys::Date::now(), cfg.shard_index, &passes.stats()));
     if let Some(line) = summary {
         telemetry::log(&line);
     }

@@ -22,6 +22,15 @@ use crate::synth::{QuantArg, Shape};
 
 /// `cobordism demo` arguments.
 #[derive(clap::Args, Debug)]
+#[command(after_long_help = "\
+Run inside the repository (it starts the shards with scripts/local-shards.mjs); every step's
+command is printed first, then its time.
+
+Examples:
+  cobordism demo
+  cobordism demo --shape gemma3-27b --type q4_k --shards 16
+  cobordism demo --gguf my-model.gguf --shards 8
+  cobordism demo --shape tiny --residency object")]
 pub struct Args {
     /// Use this GGUF model instead of synthesizing one.
     #[arg(long, value_name = "FILE", conflicts_with = "shape")]

@@ -8,11 +8,11 @@
 //! Temperature 0 is greedy decoding (each shard's top-1). The math is
 //! `cobordism_protocol::sampling`; `--local` runs the same on locally computed shard answers.
 
-use anyhow::{bail, ensure, Result};
+use anyhow::{ensure, Result};
 use clap::{ArgGroup, Args as ClapArgs};
 use cobordism_protocol::sampling::{
-    check_temperature, logprobs, merge_log_sum_exp, merge_top_k, merge_winners, sample, sample_all,
-    Part, Sampled, Sampling, MAX_TEMPERATURE, MIN_TEMPERATURE,
+    check_probability, check_temperature, logprobs, merge_log_sum_exp, merge_top_k, merge_winners,
+    sample, sample_all, Part, Sampled, Sampling, MAX_TEMPERATURE, MIN_TEMPERATURE,
 };
 use cobordism_protocol::{Form, Manifest, Noise, TopK, MAX_TOP_K};
 
@@ -38,7 +38,7 @@ pub struct SampleArgs {
     #[command(flatten)]
     pub input: Input,
     /// Temperature, from 0.01 to 1000; 0 is greedy decoding.
-    #[arg(long, value_name = "T", default_value_t = 1.0)]
+    #[arg(long, value_name = "T", default_value_t = 1.0, value_parser = temperature_arg)]
     pub temperature: f32,
     /// The sampling noise's seed (one per decoding step).
     #[arg(long, value_name = "S", default_value_t = 0)]
@@ -47,11 +47,36 @@ pub struct SampleArgs {
     #[arg(long, value_name = "K")]
     pub top_k: Option<usize>,
     /// Keep the smallest set of most likely tokens whose probability reaches P.
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", value_parser = |s: &str| probability_arg("top-p", s))]
     pub top_p: Option<f64>,
     /// Keep tokens at least P times as likely as the most likely one.
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", value_parser = |s: &str| probability_arg("min-p", s))]
     pub min_p: Option<f64>,
+}
+
+/// `--temperature`: 0 (greedy) or a temperature the shards take; a bad one is a usage error.
+fn temperature_arg(s: &str) -> Result<f32, String> {
+    let t: f32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a number: {s:?}"))?;
+    if t == 0.0 {
+        return Ok(0.0);
+    }
+    check_temperature(t).map_err(|_| {
+        format!(
+            "must be 0 (greedy) or a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE}, not {t}"
+        )
+    })
+}
+
+/// `--top-p`, `--min-p`: a probability threshold in (0, 1].
+fn probability_arg(name: &str, s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a number: {s:?}"))?;
+    check_probability(name, v)
 }
 
 /// Runs `cobordism sample`.
@@ -67,13 +92,6 @@ pub fn run_sample(args: &SampleArgs) -> Result<()> {
     let (sampled, how) = if args.temperature == 0.0 {
         greedy(&args.source, &manifest, &hidden)?
     } else {
-        if check_temperature(args.temperature).is_err() {
-            bail!(
-                "--temperature must be 0 (greedy) or a number from {MIN_TEMPERATURE} to \
-                 {MAX_TEMPERATURE}, not {}",
-                args.temperature
-            );
-        }
         s.validate().map_err(anyhow::Error::msg)?;
         draw(&args.source, &manifest, &hidden, &s)?
     };

@@ -43,10 +43,10 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["hidden", "vocab"], required_unless_present = "hidden")]
     pub shape: Option<Shape>,
     /// Hidden size (columns), a multiple of 256.
-    #[arg(long, value_name = "N", requires = "vocab")]
+    #[arg(long, value_name = "N", requires = "vocab", value_parser = hidden_arg)]
     pub hidden: Option<usize>,
     /// Vocabulary size (rows).
-    #[arg(long, value_name = "N", requires = "hidden")]
+    #[arg(long, value_name = "N", requires = "hidden", value_parser = vocab_arg)]
     pub vocab: Option<usize>,
     /// Weight format.
     #[arg(long = "type", value_name = "TYPE")]
@@ -133,6 +133,34 @@ pub fn synthetic_token(i: usize) -> String {
     }
 }
 
+/// `--hidden`: a positive multiple of 256 up to the manifest's limit; else a usage error.
+fn hidden_arg(s: &str) -> Result<usize, String> {
+    let h: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a whole number: {s:?}"))?;
+    if (1..=MAX_HIDDEN).contains(&h) && h.is_multiple_of(QK_K) {
+        Ok(h)
+    } else {
+        Err(format!(
+            "must be a positive multiple of {QK_K}, at most {MAX_HIDDEN}, not {h}"
+        ))
+    }
+}
+
+/// `--vocab`: 1 up to the manifest's limit; else a usage error.
+fn vocab_arg(s: &str) -> Result<usize, String> {
+    let v: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a whole number: {s:?}"))?;
+    if (1..=MAX_VOCAB).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("must be from 1 to {MAX_VOCAB}, not {v}"))
+    }
+}
+
 /// Runs `cobordism synth`.
 pub fn run(args: &Args) -> Result<()> {
     let (arch, hidden, vocab, label) = match (args.shape, args.hidden, args.vocab) {
@@ -144,14 +172,6 @@ pub fn run(args: &Args) -> Result<()> {
         (None, Some(h), Some(v)) => ("llama", h, v, format!("{h}x{v}")),
         _ => return Err(anyhow!("give --shape, or both --hidden and --vocab")),
     };
-    ensure!(
-        (1..=MAX_HIDDEN).contains(&hidden) && hidden % QK_K == 0,
-        "--hidden {hidden}: must be a positive multiple of {QK_K}, at most {MAX_HIDDEN}"
-    );
-    ensure!(
-        (1..=MAX_VOCAB).contains(&vocab),
-        "--vocab {vocab}: must be 1 to {MAX_VOCAB}"
-    );
     if let Some(c) = args.softcap {
         ensure!(c.is_finite() && c > 0.0, "--softcap {c}: must be positive");
     }

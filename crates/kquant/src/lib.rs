@@ -32,9 +32,9 @@
 #![no_std]
 #![deny(missing_docs)]
 
-/// The README's example, compiled and run as a doc test.
+/// The crate README's example, compiled and run as a doc test.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 struct ReadmeDoctest;
 
 #[cfg(feature = "alloc")]

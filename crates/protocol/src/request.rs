@@ -95,13 +95,17 @@ pub fn bearer_matches(header: Option<&str>, accepted: &[&str]) -> bool {
     let (Some(credential), None) = (credentials.next(), credentials.next()) else {
         return false;
     };
-    let token = credential
-        .split_once(' ')
-        .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then(|| trim_ows(token)));
+    let token = credential.split_once(' ').and_then(|(scheme, token)| {
+        scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| trim_ows(token))
+    });
     token.is_some_and(|t| {
-        let matches = accepted.iter().fold(subtle::Choice::from(0), |any, expected| {
-            any | t.as_bytes().ct_eq(expected.as_bytes())
-        });
+        let matches = accepted
+            .iter()
+            .fold(subtle::Choice::from(0), |any, expected| {
+                any | t.as_bytes().ct_eq(expected.as_bytes())
+            });
         bool::from(matches)
     })
 }
@@ -152,9 +156,16 @@ mod tests {
             ("Bearer other", Access::Unauthorized),
             ("Bearer n3w, Bearer 0ld", Access::Unauthorized),
         ] {
-            assert_eq!(Access::decide(&both, false, Some(header)), access, "{header}");
+            assert_eq!(
+                Access::decide(&both, false, Some(header)),
+                access,
+                "{header}"
+            );
         }
-        assert_eq!(Access::decide(&["", "0ld"], false, Some("Bearer 0ld")), Access::Granted);
+        assert_eq!(
+            Access::decide(&["", "0ld"], false, Some("Bearer 0ld")),
+            Access::Granted
+        );
     }
 
     #[test]

@@ -137,11 +137,18 @@ impl Sampling {
             return Err("top-k must be at least 1".into());
         }
         for (name, v) in [("top-p", self.top_p), ("min-p", self.min_p)] {
-            if let Some(v) = v.filter(|v| !(*v > 0.0 && *v <= 1.0)) {
-                return Err(format!("{name} must be in (0, 1], not {v}"));
-            }
+            v.map(|v| check_probability(name, v)).transpose()?;
         }
         Ok(())
+    }
+}
+
+/// `v` if it is a probability threshold in (0, 1] (top-p, min-p), else why not.
+pub fn check_probability(name: &str, v: f64) -> Result<f64, String> {
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("{name} must be in (0, 1], not {v}"))
     }
 }
 
@@ -167,7 +174,7 @@ pub fn check_temperature(t: f32) -> Result<f32, String> {
 pub(crate) fn temperature_error(shown: impl fmt::Display) -> String {
     format!(
         "temperature must be a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE}, not {shown} \
-         (for greedy decoding ask for the top 1)"
+         (greedy decoding: temperature 0 with the client or the CLI, top_k=1 over HTTP)"
     )
 }
 

@@ -4,7 +4,21 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
+
+/// Milliseconds on the wire as a whole number: the host clock's resolution (docs/API.md shows
+/// them so).
+fn whole_ms<S: Serializer>(ms: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(ms.max(0.0).round() as u64)
+}
+
+/// [`whole_ms`], or `null`.
+fn whole_ms_or_null<S: Serializer>(ms: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => whole_ms(ms, s),
+        None => s.serialize_none(),
+    }
+}
 
 use crate::{Isolate, Settings, Shard};
 
@@ -24,6 +38,7 @@ pub struct HealthReport {
     /// A new version is loading beside the resident one.
     pub loading_next: bool,
     /// Since the last successful manifest check.
+    #[serde(serialize_with = "whole_ms_or_null")]
     pub checked_ms_ago: Option<f64>,
     /// Why the last manifest check (or, with nothing resident, the last load) failed.
     pub last_check_error: Option<String>,
@@ -52,7 +67,7 @@ pub struct HealthReport {
     #[serde(default)]
     pub loads: u64,
     /// Since the isolate's first request (host clock: it moves only with I/O in production).
-    #[serde(default)]
+    #[serde(default, serialize_with = "whole_ms")]
     pub age_ms: f64,
 }
 
@@ -99,6 +114,7 @@ pub struct SliceReport {
     /// Request bodies the budget allows at once.
     pub bodies_in_flight_max: u64,
     /// How long its load took (host clock).
+    #[serde(serialize_with = "whole_ms")]
     pub load_ms: f64,
 }
 
@@ -114,6 +130,7 @@ pub struct PassReport {
     /// `by_vectors[i]`: passes of `i + 1` vectors.
     pub by_vectors: [u64; cobordism_protocol::MAX_BATCH],
     /// Their compute time where the host's clock moves (locally; 0 in production).
+    #[serde(serialize_with = "whole_ms")]
     pub compute_ms: f64,
     /// Requests waiting for a pass now.
     pub waiting: usize,
@@ -191,6 +208,8 @@ impl PublicHealthReport {
 pub struct WarmReport {
     /// `SHARD_INDEX`.
     pub shard_index: usize,
+    /// `SHARD_COUNT`: a caller with another number of endpoints is told so.
+    pub shard_count: usize,
     /// The life cycle's state.
     pub state: &'static str,
     /// A new version is loading beside the resident one.
@@ -203,6 +222,7 @@ impl WarmReport {
         let health = shard.health(now_ms);
         WarmReport {
             shard_index: cfg.shard_index,
+            shard_count: cfg.shard_count,
             state: health.state,
             loading_next: health.loading_next,
         }

@@ -11,13 +11,19 @@ use serde_json::{json, Value};
 
 fn lines(store: &Store) -> Vec<Value> {
     let logged = store.logged.borrow();
-    logged.iter().map(|l| serde_json::from_str(l).unwrap()).collect()
+    logged
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
 fn every_slice_load_logs_one_line_with_its_outcome() {
     let (store, shard, cfg, m) = (Store::default(), Shard::new(), settings(2), model(81, 2));
-    assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "manifest_missing");
+    assert_eq!(
+        code(block_on(shard.ensure(&cfg, &store))),
+        "manifest_missing"
+    );
     store.upload(&m);
     store.advance(cfg.load_retry_ms);
     assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
@@ -69,6 +75,9 @@ fn the_pass_summary_is_logged_at_most_once_a_minute() {
 fn a_data_point_has_the_documented_layout() {
     let point = MetricPoint::of(5, 200, "wait", "int8", "top_k").with_sizes(6, 2, 40.0);
     assert_eq!(point.index, "shard-5");
-    assert_eq!(point.blobs, ["200", "wait", "int8", "top_k"].map(String::from));
+    assert_eq!(
+        point.blobs,
+        ["200", "wait", "int8", "top_k"].map(String::from)
+    );
     assert_eq!(point.doubles, [6.0, 2.0, 40.0]);
 }

@@ -47,6 +47,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Hidden vectors as one body: a Float32Array (one vector) or an array of them (a batch). */
 function body(hidden) {
+  if (Array.isArray(hidden) && hidden.length > 0 && typeof hidden[0] === "number") {
+    throw new TypeError(`a hidden vector is a Float32Array, not an array of ${hidden.length} numbers: pass new Float32Array(hidden)`);
+  }
   const batch = Array.isArray(hidden);
   const vectors = batch ? hidden : [hidden];
   if (vectors.length < 1 || vectors.length > MAX_BATCH) throw new RangeError(`1 to ${MAX_BATCH} hidden vectors, not ${vectors.length}`);
@@ -170,6 +173,9 @@ export class LmHeadClient {
         return this.#post(i, url, undefined, async (r) => {
           const said = await r.json();
           if (said.shard_index !== i) throw new ShardError(`shard ${i} (${url}) is shard ${said.shard_index}: give the endpoints in shard order`, { shard: i, url });
+          if (said.shard_count !== undefined && said.shard_count !== this.shards.length) {
+            throw new ShardError(`shard ${i} (${url}) belongs to a deployment of ${said.shard_count} shards, ${this.shards.length} endpoints given`, { shard: i, url });
+          }
           return said.state;
         });
       }),

@@ -164,6 +164,8 @@ test("warm() starts every shard loading and answers at once; the shards then ser
     const swapped = [cold.endpoints[1], cold.endpoints[0], ...cold.endpoints.slice(2)];
     await assert.rejects(new LmHeadClient({ endpoints: swapped, token: TOKEN }).warm(), (e) => e instanceof ShardError && !e.retryable && /is shard 1/.test(e.message));
     await assert.rejects(new LmHeadClient({ endpoints: cold.endpoints, token: "wrong" }).warm(), (e) => e.status === 401 && !e.retryable);
+    await assert.rejects(new LmHeadClient({ endpoints: cold.endpoints.slice(0, 2), token: TOKEN }).warm(), (e) => e instanceof ShardError && !e.retryable && /deployment of 8 shards, 2 endpoints given/.test(e.message));
+    await assert.rejects(client().sample(Array.from(hidden)), (e) => e instanceof TypeError && /pass new Float32Array\(hidden\)/.test(e.message));
   } finally {
     await cold.dispose();
   }

@@ -1,4 +1,4 @@
-// The local development path as the README writes it: a shard under `wrangler dev` (which runs
+// The local development path as docs/DEPLOY.md writes it: a shard under `wrangler dev` (which runs
 // the [build] command first) with its token as a --var and the model uploaded into the local R2
 // state it persists to, and the example inference Worker under `wrangler dev` pointed at it.
 // The example's token equals `cobordism sample --local`; what wrangler leaves in the example's
@@ -43,7 +43,7 @@ function wranglerDev(args) {
   return { ready, stop: () => process.kill(-child.pid, "SIGTERM"), output: () => out };
 }
 
-test("wrangler dev: a shard and the example inference Worker, as the README says", { timeout: 400_000 }, async () => {
+test("wrangler dev: a shard and the example inference Worker, as docs/DEPLOY.md says", { timeout: 400_000 }, async () => {
   const model = makeModel({ type: "q6_k", hidden: 256, vocab: 3000, shards: 1, seed: 95 });
   const state = tempDir("dev-state");
   cli("upload", "--dir", model.slices, "--bucket", "cobordism-lm-head", "--prefix", "model", "--local", "--persist-to", state);

@@ -386,7 +386,37 @@ fn the_local_path_refuses_what_the_shard_refuses() {
             dir.path(),
             &[&["sample", "--temperature", "0.001"][..], &local].concat(),
         ),
-        1,
-        &["--temperature must be 0 (greedy) or a number from 0.01 to 1000"],
+        2,
+        &[
+            "--temperature",
+            "must be 0 (greedy) or a number from 0.01 to 1000",
+        ],
+    );
+    // Out-of-range values are bad arguments (exit 2), as every other usage error.
+    for (args, why) in [
+        (
+            &["sample", "--temperature", "5000"][..],
+            "from 0.01 to 1000, not 5000",
+        ),
+        (
+            &["sample", "--top-p", "1.5"][..],
+            "top-p must be in (0, 1], not 1.5",
+        ),
+        (
+            &["sample", "--min-p", "0"][..],
+            "min-p must be in (0, 1], not 0",
+        ),
+    ] {
+        fails(run_in(dir.path(), &[args, &local].concat()), 2, &[why]);
+    }
+    fails(
+        run_in(
+            dir.path(),
+            &[
+                "synth", "--out", "x.gguf", "--hidden", "500", "--vocab", "10",
+            ],
+        ),
+        2,
+        &["--hidden", "must be a positive multiple of 256"],
     );
 }

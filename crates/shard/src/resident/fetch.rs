@@ -78,10 +78,15 @@ pub(super) async fn read_manifest<H: Host>(
         .map_err(invalid)?;
     let manifest = Manifest::parse(&json).map_err(|e| invalid(e.to_string()))?;
     if manifest.shard_count != cfg.shard_count {
-        return Err(ShardError::config(format_args!(
-            "the manifest has {} shards, this worker is configured for SHARD_COUNT {}",
-            manifest.shard_count, cfg.shard_count
-        )));
+        // Not a secret, and the caller may be the operator: said in the answer itself.
+        return Err(ShardError::new(
+            ErrorCode::Misconfigured,
+            format!(
+                "the model's manifest has {} shards, this shard is configured for SHARD_COUNT \
+                 {}: deploy with --shards {} (or upload a model sliced for {})",
+                manifest.shard_count, cfg.shard_count, manifest.shard_count, cfg.shard_count
+            ),
+        ));
     }
     Ok((object.etag, manifest))
 }
