@@ -101,7 +101,8 @@ shard_urls_file=$(dirname "$endpoints_file")/shard-urls
 
 deployed_file=$(dirname "$endpoints_file")/deployed
 new_token() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
-keep_token() { mkdir -p "$(dirname "$2")" && (umask 077 && printf '%s\n' "$1" >"$2"); }
+# Writes token $1 to file $2, readable by its owner only (a file there before keeps no mode).
+keep_token() { mkdir -p "$(dirname "$2")" && (umask 077 && printf '%s\n' "$1" >"$2.new") && mv "$2.new" "$2"; }
 name=${name:-$(sed -n 's/^name = "\(.*\)"$/\1/p' wrangler.toml | head -n1)}
 [ -n "$name" ] || { echo "deploy-all: no top-level name = \"…\" in wrangler.toml" >&2; exit 1; }
 
@@ -178,7 +179,8 @@ for ((i = 0; i < shards; i++)); do
     --var "SHARD_INDEX:$i" --var "SHARD_COUNT:$shards" ${var_args[@]+"${var_args[@]}"} \
     ${deploy_args[@]+"${deploy_args[@]}"}
   printf '%s' "$token" | "${wrangler[@]}" secret put AUTH_TOKEN -c "$config" --name "$name-s$i"
-  url=$(grep '^{"type":"deploy"' "$outputs/$i.json" 2>/dev/null | grep -o '"https://[^"]*\.workers\.dev"' |
+  # The first URL among the deploy's targets (workers.dev; routes are patterns, not URLs).
+  url=$(grep '^{"type":"deploy"' "$outputs/$i.json" 2>/dev/null | grep -o '"https\?://[^"*]*"' |
     head -n1 | tr -d '"') || true
   [ -n "$url" ] || unknown=$((unknown + 1))
   urls+=("$url")

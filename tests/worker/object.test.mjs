@@ -156,7 +156,9 @@ test("nothing reaches the object without access", async () => {
 
 test("KEEP_WARM_S: the object sets its keep-warm alarm without a failure", async () => {
   const lines = [];
-  const onLog = ({ message }) => lines.push(message);
+  const onLog = ({ message }) => {
+    lines.push(message);
+  };
   await withShards({ residency: "object", vars: { ...VARS, KEEP_WARM_S: "600" }, onLog }, async (local) => {
     for (let i = 0; i < 3; i++) assert.equal((await post(local.endpoints[0], hiddenBytes(512, i))).status, 200);
     await new Promise((r) => setTimeout(r, 200));

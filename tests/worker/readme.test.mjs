@@ -48,8 +48,13 @@ fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify(argv) + "\\n");
 if (argv[0] === "r2" && argv[1] === "object") {
   const args = argv.flatMap((a) => (a === "--remote" ? ["--local", "--persist-to", ${JSON.stringify(state)}] : [a]))
     .map((a) => a.replace(/^my-lm-head\\//, "${BUCKET}/"));
-  const r = spawnSync(${JSON.stringify(join(root, "node_modules", ".bin", "wrangler"))}, args, { stdio: "inherit", cwd: ${JSON.stringify(root)} });
-  process.exit(r.status ?? 1);
+  // One local write at a time (the state is one SQLite file the running shards also hold), and
+  // again when the file was busy.
+  for (let attempt = 0; attempt < 4; attempt++) {
+    const r = spawnSync("flock", [${JSON.stringify(join(work, "r2.lock"))}, ${JSON.stringify(join(root, "node_modules", ".bin", "wrangler"))}, ...args], { stdio: "inherit", cwd: ${JSON.stringify(root)} });
+    if (r.status === 0) process.exit(0);
+  }
+  process.exit(1);
 }
 if (argv[0] === "secret") fs.readFileSync(0);
 if (argv[0] === "deploy" && process.env.WRANGLER_OUTPUT_FILE_PATH) {

@@ -6,10 +6,14 @@
 
 use cobordism_protocol::wire::header;
 use cobordism_protocol::ErrorCode;
+use std::time::Duration;
+
+use cobordism_shard::object::FORWARD_TIMEOUT_MS;
 use cobordism_shard::{object_name, KeepWarm, Settings, ShardError};
+use futures_util::future::{select, Either};
 use wasm_bindgen::prelude::*;
 use worker::worker_sys::{web_sys, DurableObjectState};
-use worker::{Env, Method, Request, Response, State};
+use worker::{Delay, Env, Method, Request, Response, State};
 
 use crate::error::ApiError;
 use crate::handlers::{self, Host};
@@ -50,14 +54,24 @@ pub async fn forward(
         req
     };
     let stub = namespace.get_by_name(&name)?;
-    stub.fetch_with_request(req).await.map_err(|e| {
+    let unavailable = |why: String| -> ApiError {
         ShardError::new(
             ErrorCode::ObjectUnavailable,
             "the shard's Durable Object failed this request (reset or moved); retry",
         )
-        .with_internal(format_args!("{name}: {e}"))
+        .with_internal(format_args!("{name}: {why}"))
         .into()
-    })
+    };
+    let answer = Box::pin(stub.fetch_with_request(req));
+    let timeout = Delay::from(Duration::from_secs_f64(FORWARD_TIMEOUT_MS / 1000.0));
+    let answered = match select(answer, timeout).await {
+        Either::Left((answer, _)) => answer.map_err(|e| unavailable(e.to_string())),
+        Either::Right(_) => Err(unavailable(format!(
+            "no answer in {} s",
+            FORWARD_TIMEOUT_MS / 1000.0
+        ))),
+    };
+    answered
 }
 
 /// `ShardObject.fetch`: a request the front forwarded (access already granted).

@@ -54,6 +54,12 @@ impl ResidencyMode {
 /// Most Durable Objects per shard (`REPLICAS`).
 pub const MAX_REPLICAS: u32 = 64;
 
+/// How long the Worker waits for its object's answer before it answers `503
+/// object_unavailable` (retry): far longer than any answer takes (a request waits at most 10 s
+/// for a load under way), so only an object that will never answer — its isolate reset under
+/// the request — reaches it.
+pub const FORWARD_TIMEOUT_MS: f64 = 60_000.0;
+
 /// The keep-warm alarm's period: well inside the 70 s an idle object is surely kept.
 pub const KEEP_WARM_TICK_MS: f64 = 30_000.0;
 
