@@ -14,7 +14,8 @@
 // `worker/local.mjs` `fronts`), spare ones, and, with object residency, the object's own
 // isolate. A random balancer picks a front for each request. Before a request, with
 // probability P (default 0.25), the balancer replaces the front it picked with a fresh isolate
-// (a spare whose wasm instance was reset: an empty memory, as a new isolate has); the old one
+// (a spare that dropped its slice: nothing resident, as in a new isolate; the start-up of a new
+// isolate itself, a few milliseconds of wasm instantiation, is not emulated); the old one
 // finishes its requests first, as on Cloudflare (`Balancer`). P is the
 // calibration: in the plain mode a replaced front's first request loads the slice, so ~P of a
 // shard's requests are cold (more at C = 16, where other streams' requests wait for that load),
@@ -84,9 +85,8 @@ const percentile = (xs, q) => {
 };
 
 /** A shard's fronts as the balancer sees them: `fronts` in service, the rest spare. Replacing a
- * front puts a fresh spare in its place; the old one finishes its requests, then its wasm
- * instance is reset (`POST /__fault/panic-here`: the next request finds an empty memory) and it
- * becomes a spare, as fresh as a new isolate. */
+ * front puts a fresh spare in its place; the old one finishes its requests, then drops its slice
+ * (`POST /__fault/forget`: nothing resident, as in a new isolate) and becomes a spare. */
 class Balancer {
   constructor(urls) {
     this.active = urls.slice(0, fronts);
@@ -122,7 +122,7 @@ class Balancer {
     this.retiring.delete(url);
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
-        const r = await fetch(`${url}/__fault/panic-here`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
+        const r = await fetch(`${url}/__fault/forget`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
         await r.arrayBuffer();
         break;
       } catch {} // a kept-alive connection the runtime closed: again

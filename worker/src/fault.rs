@@ -1,6 +1,7 @@
 //! Test-only routes that crash the instance, compiled only with the `fault-injection` feature
 //! (which `scripts/build-worker.sh --test` enables and no deployment does): they prove that an
-//! instance reset is followed by a clean reload.
+//! instance reset is followed by a clean reload, and one that empties an isolate the way a new
+//! one is (the residency benchmark's fresh isolates).
 
 /// `POST /__fault/panic` (with object residency, in the shard's object) and `POST
 /// /__fault/panic-here` (in the isolate the request reaches: a front's, with object residency).
@@ -14,4 +15,13 @@ pub fn exhaust_memory() -> ! {
     loop {
         hog.push(vec![1u8; 64 << 20]);
     }
+}
+
+/// `POST /__fault/forget`: the isolate the request reaches drops its slice, as a new isolate
+/// has none (`cobordism_shard::Shard::forget`); its next request loads the slice again.
+pub fn forget() -> Result<worker::Response, crate::error::ApiError> {
+    crate::handlers::forget();
+    Ok(worker::Response::from_json(
+        &serde_json::json!({ "state": "empty" }),
+    )?)
 }

@@ -30,6 +30,12 @@ thread_local! {
     static PASS_SUMMARY: PassSummary = PassSummary::default();
 }
 
+/// Drops this isolate's slice (the test shard's `/__fault/forget`).
+#[cfg(feature = "fault-injection")]
+pub fn forget() {
+    SHARD.with(|s| s.forget());
+}
+
 /// Notes the isolate's first request, from which `/healthz` counts its age.
 pub fn note_start() {
     STARTED_MS.with(|_| ());

@@ -44,6 +44,9 @@ enum Route {
     /// A panic in the isolate the request reaches, never forwarded to an object.
     #[cfg(feature = "fault-injection")]
     PanicHere,
+    /// The isolate the request reaches drops its slice (as a new isolate has none).
+    #[cfg(feature = "fault-injection")]
+    Forget,
     #[cfg(feature = "fault-injection")]
     Oom,
 }
@@ -59,6 +62,8 @@ fn route_of(req: &Request, inside_object: bool) -> Result<Route, ApiError> {
         "/__fault/panic" => (Route::Panic, post, "POST"),
         #[cfg(feature = "fault-injection")]
         "/__fault/panic-here" => (Route::PanicHere, post, "POST"),
+        #[cfg(feature = "fault-injection")]
+        "/__fault/forget" => (Route::Forget, post, "POST"),
         #[cfg(feature = "fault-injection")]
         "/__fault/oom" => (Route::Oom, post, "POST"),
         "/healthz" => (Route::Health, true, "GET, HEAD"),
@@ -91,8 +96,10 @@ async fn front(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiEr
         (_, Err(refused)) => return Err(refused),
     };
     #[cfg(feature = "fault-injection")]
-    if route == Route::PanicHere {
-        fault::panic();
+    match route {
+        Route::PanicHere => fault::panic(),
+        Route::Forget => return fault::forget(),
+        _ => {}
     }
     let cfg = match config::settings(env) {
         Err(_) if route == Route::PublicHealth => return handlers::healthz_public(),
@@ -122,6 +129,8 @@ async fn serve(
         Route::PublicHealth => handlers::healthz_public(),
         #[cfg(feature = "fault-injection")]
         Route::Panic | Route::PanicHere => fault::panic(),
+        #[cfg(feature = "fault-injection")]
+        Route::Forget => fault::forget(),
         #[cfg(feature = "fault-injection")]
         Route::Oom => fault::exhaust_memory(),
         Route::Warm => handlers::warm(cfg, host, &req).await,

@@ -271,3 +271,23 @@ fn priming_the_kernels_leaves_the_answers_as_they_were() {
     }
     assert_eq!(resident_logits(&shard), logits_of(&m, 0));
 }
+
+#[test]
+fn a_forgotten_slice_is_loaded_again_as_by_a_new_isolate() {
+    let (store, shard, cfg, m) = (Store::default(), Shard::new(), settings(2), model(13, 2));
+    store.upload(&m);
+    assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
+    shard.forget();
+    assert_eq!(shard.health(store.now_ms()).state, "empty");
+    assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
+    assert_eq!(resident_logits(&shard), logits_of(&m, 0));
+    // A load under way when the slice is forgotten keeps nothing.
+    shard.forget();
+    store.fault(|f| f.stall_at = Some(CHUNK));
+    let mut load = pin!(shard.ensure(&cfg, &store));
+    assert!(poll_once(load.as_mut()).is_pending());
+    shard.forget();
+    store.gate.set(true);
+    assert_eq!(code(block_on(load)), "slice_loading", "superseded");
+    assert_eq!(shard.health(store.now_ms()).state, "empty");
+}

@@ -283,6 +283,15 @@ impl Shard {
         }
     }
 
+    /// Drops the slice and everything learned about it, as a new isolate finds the shard:
+    /// nothing resident, nothing loading (a load under way finds itself superseded). The test
+    /// shard's `/__fault/forget` route; the residency benchmark's fresh isolates.
+    pub fn forget(&self) {
+        let mut s = self.state.borrow_mut();
+        s.phase = Phase::Empty;
+        s.loads = 0;
+    }
+
     /// Runs `f` on the load of `generation`, if it is still the current one.
     fn with_loading<T>(&self, generation: u64, f: impl FnOnce(&mut Loading) -> T) -> Option<T> {
         let mut s = self.state.borrow_mut();
