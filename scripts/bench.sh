@@ -157,8 +157,20 @@ One mat-vec of 1024 rows × 5376 columns (21,504 blocks), counted with
 
 $(cat "$out/callgrind.md")
 HEAD
-  cat docs/BENCHMARKS-serving.md # scripts/serving-bench.sh writes it (10 minutes more)
-  cat docs/BENCHMARKS-cold.md    # scripts/cold-bench.sh writes it (8 minutes more)
-  cat docs/BENCHMARKS-notes.md
+  # The other benchmarks' files, each written by its own script; linked, not copied.
+  cat <<'LINKS'
+## Serving, cold starts, residency, and what the numbers say
+
+Each in a file of its own, written by its script:
+
+- [BENCHMARKS-serving.md](BENCHMARKS-serving.md): a decoding loop through the inference Worker
+  and eight shards, 1 and 16 streams, coalescing off and on (`scripts/serving-bench.sh`);
+- [BENCHMARKS-cold.md](BENCHMARKS-cold.md): a shard's slice from R2 paced like production, and
+  the first token of eight cold shards with and without a warm-up (`scripts/cold-bench.sh`);
+- [BENCHMARKS-residency.md](BENCHMARKS-residency.md): the plain Worker against object residency
+  while isolates are replaced as in production (`scripts/residency-bench.sh`);
+- [BENCHMARKS-notes.md](BENCHMARKS-notes.md): what the numbers say, what was tried, and what
+  bounds the kernels.
+LINKS
 } >docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md and docs/benchmarks.svg" >&2

@@ -3,7 +3,7 @@
 # isolates from R2 paced like production (50 ms first byte, 15 MB/s per stream) and from the
 # local disk, LOAD_STREAMS = 1, 2, 4, 6, the previous build (one sequential get) as the local
 # baseline; then eight cold shards' first token with and without a warm-up 2 s before it. Writes
-# docs/BENCHMARKS-cold.md (spliced into docs/BENCHMARKS.md) and target/serving/cold.json; about
+# docs/BENCHMARKS-cold.md (linked from docs/BENCHMARKS.md) and target/serving/cold.json; about
 # 10 minutes here — run it on an idle machine.
 # Usage: scripts/cold-bench.sh [--baseline REV] [ARGS for run.mjs…]   (REV: default HEAD's
 # build before the ranged loads, 262677c; "none" skips it)
@@ -50,5 +50,4 @@ loading eight slices at once is partly CPU-bound on this machine). Wall-clock fi
 $(cat target/serving/cold.md)
 HEAD
 } >docs/BENCHMARKS-cold.md
-node scripts/splice-section.mjs docs/BENCHMARKS.md docs/BENCHMARKS-cold.md
-echo "wrote docs/BENCHMARKS-cold.md and its section of docs/BENCHMARKS.md" >&2
+echo "wrote docs/BENCHMARKS-cold.md" >&2

@@ -2,7 +2,7 @@
 # The residency benchmark (benches/residency/run.mjs): eight qwen2.5-7b Q6_K shards whose
 # isolates the platform keeps replacing (calibrated to the seed's ~75 % warm requests per shard),
 # the plain Worker against object residency, closed decoding loops of 1 and 16 streams. Writes
-# docs/BENCHMARKS-residency.md (spliced into docs/BENCHMARKS.md), docs/residency.svg and
+# docs/BENCHMARKS-residency.md (linked from docs/BENCHMARKS.md), docs/residency.svg and
 # target/serving/residency.json; about 6 minutes here — run it on an idle machine.
 # Usage: scripts/residency-bench.sh [ARGS for run.mjs…]
 set -euo pipefail
@@ -41,5 +41,4 @@ request); the 70–140 s idle eviction of an object between sessions (\`KEEP_WAR
 figures here have no idle gaps).
 HEAD
 } >docs/BENCHMARKS-residency.md
-node scripts/splice-section.mjs docs/BENCHMARKS.md docs/BENCHMARKS-residency.md
-echo "wrote docs/BENCHMARKS-residency.md, docs/residency.svg and their section of docs/BENCHMARKS.md" >&2
+echo "wrote docs/BENCHMARKS-residency.md, docs/residency.svg" >&2

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The decode-loop benchmark (benches/serving/run.mjs): C = 1, 4, 16, 32 concurrent streams through
 # the example inference Worker and eight qwen2.5-7b-shaped Q6_K shards in workerd, the shards'
-# coalescing off and on in the same run, exact and int8. Writes docs/BENCHMARKS-serving.md (and
-# splices it into docs/BENCHMARKS.md, before the notes), docs/serving.svg and
+# coalescing off and on in the same run, exact and int8. Writes docs/BENCHMARKS-serving.md (linked
+# from docs/BENCHMARKS.md), docs/serving.svg and
 # target/serving/serving.json; about 10 minutes here — run it on an idle machine.
 # Usage: scripts/serving-bench.sh [ARGS for run.mjs…]
 set -euo pipefail
@@ -33,5 +33,4 @@ $(cat target/serving/serving.md)
 
 HEAD
 } >docs/BENCHMARKS-serving.md
-node scripts/splice-section.mjs docs/BENCHMARKS.md docs/BENCHMARKS-serving.md
-echo "wrote docs/BENCHMARKS-serving.md, docs/serving.svg and the section of docs/BENCHMARKS.md" >&2
+echo "wrote docs/BENCHMARKS-serving.md, docs/serving.svg" >&2

@@ -150,7 +150,8 @@ async function run(mode, streams) {
   for (let i = 0; i < SHARDS; i++) states.push(await shardState(model, i));
   const shards = await Promise.all(
     states.map((state, i) =>
-      startShards({ shards: 1, state, authToken: TOKEN, testBuild: true, r2Shape, fronts: fronts + spares, residency, vars: { SHARD_INDEX: String(i), SHARD_COUNT: String(SHARDS) } }),
+      // The shards' log lines (a line per load) would go to standard output, the report's.
+      startShards({ shards: 1, state, authToken: TOKEN, testBuild: true, r2Shape, fronts: fronts + spares, residency, vars: { SHARD_INDEX: String(i), SHARD_COUNT: String(SHARDS) }, onLog: () => {} }),
     ),
   );
   try {
@@ -240,7 +241,7 @@ if (values.svg) {
       const w = Math.max(1, (r.mean_ms / max) * width);
       const p99 = left + (r.p99_ms / max) * width;
       parts.push(
-        `<text x="${left - 6}" y="${y + 11}" text-anchor="end">${r.mode} residency${r.mode === "warm" ? " (never replaced)" : ""}</text>`,
+        `<text x="${left - 6}" y="${y + 11}" text-anchor="end">${r.mode === "warm" ? "isolate, never replaced" : `${r.mode} residency`}</text>`,
         `<rect x="${left}" y="${y}" width="${w.toFixed(1)}" height="${bar}" fill="${colour[r.mode] ?? "#2a6fdb"}"/>`,
         `<line x1="${p99.toFixed(1)}" x2="${p99.toFixed(1)}" y1="${y}" y2="${y + bar}" stroke="#000"/>`,
         `<text x="${Math.max(left + w, p99) + 6}" y="${y + 11}">${f(r.mean_ms)} (p99 ${f(r.p99_ms)})</text>`,

@@ -38,9 +38,17 @@ pub fn gumbel(seed: u64, vector: u32, token: u32) -> f64 {
     -libm::log(-libm::log(u))
 }
 
+/// No Gumbel noise reaches this: `u ≤ 1 − 2⁻⁵⁴` makes `−ln(−ln u) ≤ 54·ln 2 ≈ 37.43`.
+const GUMBEL_MAX: f64 = 37.5;
+
+/// A logit over the temperature, in f64: the deterministic part of a token's score.
+fn scaled(logit: f32, temperature: f32) -> f64 {
+    f64::from(logit) / f64::from(temperature)
+}
+
 /// The Gumbel-max score of a token: `logit / T + gumbel`.
 pub fn score(logit: f32, temperature: f32, seed: u64, vector: u32, token: u32) -> f64 {
-    f64::from(logit) / f64::from(temperature) + gumbel(seed, vector, token)
+    scaled(logit, temperature) + gumbel(seed, vector, token)
 }
 
 /// `(token, score)` pairs: higher score first, then smaller token (the total order of f64).
@@ -83,14 +91,24 @@ pub fn slice_winner(
     seed: u64,
     vector: u32,
 ) -> TopK {
-    let winner = logits
-        .iter()
-        .enumerate()
-        .map(|(i, &z)| {
-            let id = row_start + i as u32;
-            ((id, z), score(z, temperature, seed, vector, id))
-        })
-        .min_by(|a, b| better((a.0 .0, a.1), (b.0 .0, b.1)));
+    let mut winner: Option<((u32, f32), f64)> = None;
+    for (i, &z) in logits.iter().enumerate() {
+        let id = row_start + i as u32;
+        let a = scaled(z, temperature);
+        // Rounding is monotonic, so `a + g ≤ a + GUMBEL_MAX` for every noise `g`: a row below the
+        // best score so far even with the largest noise cannot win (nor tie), and its noise is
+        // never drawn. The same winner as scoring every row, for a fraction of the logarithms.
+        if winner.is_some_and(|(_, best)| a + GUMBEL_MAX < best) {
+            continue;
+        }
+        let candidate = ((id, z), a + gumbel(seed, vector, id));
+        let wins = |(e, best): ((u32, f32), f64)| {
+            better((id, candidate.1), (e.0, best)) == Ordering::Less
+        };
+        if winner.is_none_or(wins) {
+            winner = Some(candidate);
+        }
+    }
     TopK {
         max_logit: logits.iter().copied().fold(f32::NEG_INFINITY, f32::max),
         log_sum_exp: log_sum_exp(logits, temperature) as f32,
