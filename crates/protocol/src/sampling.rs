@@ -102,9 +102,8 @@ pub fn slice_winner(
             continue;
         }
         let candidate = ((id, z), a + gumbel(seed, vector, id));
-        let wins = |(e, best): ((u32, f32), f64)| {
-            better((id, candidate.1), (e.0, best)) == Ordering::Less
-        };
+        let wins =
+            |(e, best): ((u32, f32), f64)| better((id, candidate.1), (e.0, best)) == Ordering::Less;
         if winner.is_none_or(wins) {
             winner = Some(candidate);
         }

@@ -156,16 +156,26 @@ fn plain_sampling_picks_the_one_machine_token_for_8_and_12_shards() {
 #[test]
 fn skipping_the_noise_of_rows_that_cannot_win_changes_no_winner() {
     // The shard draws no noise for a row whose score cannot reach the best so far even with the
-    // largest noise: spreads from far below to far above that bound, ties, and infinities must
-    // give the token of scoring every row.
-    for (scale, t) in [(0.01, 1.0), (1.0, 1.0), (8.0, 0.05), (500.0, 1.0), (1.0, 1000.0)] {
+    // largest noise: spreads from far below to far above that bound, ties, and the most negative
+    // logit must give the token of scoring every row.
+    for (scale, t) in [
+        (0.01, 1.0),
+        (1.0, 1.0),
+        (8.0, 0.05),
+        (500.0, 1.0),
+        (1.0, 1000.0),
+    ] {
         let mut all: Vec<f32> = logits(4096, 7).iter().map(|z| z * scale).collect();
-        all[100] = f32::NEG_INFINITY;
+        all[100] = f32::MIN;
         all[4000] = all[17]; // a tie of logits
         for seed in 0..100 {
             let s = Sampling::plain(t, seed);
             let got = sharded(&all, 1, &s, 0).unwrap();
-            assert_eq!(got.token, reference(&all, &s, 0), "scale {scale}, T {t}, seed {seed}");
+            assert_eq!(
+                got.token,
+                reference(&all, &s, 0),
+                "scale {scale}, T {t}, seed {seed}"
+            );
         }
     }
 }
