@@ -9,7 +9,7 @@
 # (cobordism-lm-head-s0, …) with SHARD_INDEX = i, SHARD_COUNT = N and the settings given here
 # (`wrangler deploy --name … --var …`; the bucket in the generated config), and `wrangler secret
 # put AUTH_TOKEN` on it with the token on standard input (never on a command line). Settings not
-# given keep wrangler.toml's values. Needs `wrangler login` (or CLOUDFLARE_API_TOKEN) and the R2
+# given keep wrangler.toml's values. The R2 bucket is created if it does not exist. Needs `wrangler login` (or CLOUDFLARE_API_TOKEN) and the R2
 # bucket; installs only what a deploy needs (`scripts/setup.sh deploy`). Shards left from an
 # earlier deploy of more than N stay until `npx wrangler delete <name>-s<i>`.
 #
@@ -169,6 +169,18 @@ sed '/^\[build\]/,/^$/d; /^\[env\./,/^$/d; s|^main = "|main = "../|' wrangler.to
 
 var_args=()
 for setting in ${settings[@]+"${settings[@]}"}; do var_args+=(--var "$setting"); done
+
+# The bucket the shards read: created when missing (not in a dry run, which deploys nothing).
+bucket_name=$(sed -n 's/^bucket_name = "\(.*\)"$/\1/p' "$config" | head -n1)
+if [[ " ${deploy_args[*]-} " != *" --dry-run "* ]] &&
+  ! "${wrangler[@]}" r2 bucket info "$bucket_name" >/dev/null 2>&1; then
+  echo "deploy-all: the R2 bucket $bucket_name does not exist; creating it"
+  "${wrangler[@]}" r2 bucket create "$bucket_name" || {
+    echo "deploy-all: could not create the R2 bucket $bucket_name: enable R2 on the account" \
+      "(dashboard, R2), then run: npx wrangler r2 bucket create $bucket_name" >&2
+    exit 1
+  }
+fi
 
 outputs=$(mktemp -d)
 trap 'rm -rf "$outputs"' EXIT

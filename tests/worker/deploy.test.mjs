@@ -25,6 +25,8 @@ const fs = require("node:fs");
 const argv = process.argv.slice(2);
 const stdin = argv[0] === "secret" && argv[1] === "put" ? fs.readFileSync(0, "utf8") : null;
 fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify({ argv, stdin }) + "\\n");
+// No bucket exists while STAND_IN_NO_BUCKET is set.
+if (argv[0] === "r2" && argv[2] === "info" && process.env.STAND_IN_NO_BUCKET) process.exit(1);
 // A Worker that does not exist cannot be deleted (STAND_IN_WORKERS lists those that do).
 if (argv[0] === "delete" && !(process.env.STAND_IN_WORKERS ?? "").split(",").includes(argv[1])) process.exit(1);
 const output = process.env.WRANGLER_OUTPUT_FILE_PATH;
@@ -39,11 +41,11 @@ if (${urls} && argv[0] === "deploy" && output) {
 }
 
 /** Runs deploy-all.sh with the stand-in; returns its exit status, calls and output. */
-function deployAll(dir, { args = [], env = {}, urls = false } = {}) {
+function deployAll(dir, { args = [], env = {}, urls = false, dryRun = true } = {}) {
   const { log, stub } = standIn(dir, { urls });
   // A deploy is a dry run; the other modes change only secrets and Workers (of the stand-in).
   const mode = args.some((a) => ["--rotate-token", "--finish-rotation", "--delete"].includes(a));
-  const run = spawnSync(join(root, "scripts", "deploy-all.sh"), mode ? args : ["--dry-run", ...args], {
+  const run = spawnSync(join(root, "scripts", "deploy-all.sh"), mode || !dryRun ? args : ["--dry-run", ...args], {
     encoding: "utf8",
     env: {
       ...process.env,
@@ -201,6 +203,16 @@ test("deploy-all --delete: every shard Worker a deploy recorded, and any further
   assert.match(run.out, /deleted 7 shard Workers/);
   assert.equal(readFileSync(join(dir, "deployed"), "utf8"), "");
   assert.equal(deployAll(dir, { args: ["--delete", "--prefix", "x"] }).status, 2, "--delete takes no settings");
+});
+
+test("deploy-all creates the R2 bucket when it does not exist (not in a dry run)", () => {
+  const dir = tempDir("deploy");
+  const run = deployAll(dir, { args: ["--shards", "2", "--bucket", "fresh-bucket"], env: { COBORDISM_TOKEN: "t", STAND_IN_NO_BUCKET: "1" }, dryRun: false });
+  assert.equal(run.status, 0, run.err);
+  assert.deepEqual(run.calls.slice(0, 2).map((c) => c.argv.join(" ")), ["r2 bucket info fresh-bucket", "r2 bucket create fresh-bucket"]);
+  assert.match(run.out, /the R2 bucket fresh-bucket does not exist; creating it/);
+  const there = deployAll(dir, { args: ["--shards", "2"], env: { COBORDISM_TOKEN: "t" }, dryRun: false });
+  assert.deepEqual(there.calls.filter((c) => c.argv[0] === "r2").map((c) => c.argv.join(" ")), ["r2 bucket info cobordism-lm-head"]);
 });
 
 test("deploy-all refuses a bad setting before deploying anything", () => {
