@@ -117,6 +117,9 @@ stage_fuzz() {
 stage_demo() {
   need cli worker
   target/release/cobordism demo --shape tiny --workdir target/demo-ci
+  # The README's other demo forms: object residency, and a GGUF of one's own (~10 s both).
+  target/release/cobordism demo --shape tiny --residency object --workdir target/demo-ci
+  target/release/cobordism demo --gguf target/demo-ci/tiny-q6_k-seed1.gguf --shards 4 --workdir target/demo-ci
 }
 stage_must-fail() { scripts/must-fail.sh; }
 stage_bit-exact() {
