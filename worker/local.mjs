@@ -43,7 +43,7 @@ export const OBJECT_CLASS = "ShardObject";
  *   slice lives in its Durable Object (the `SHARD_OBJECT` binding, SQLite-backed, as deployed)
  * @param {number} [o.replicas=1] REPLICAS: objects per shard, with object residency
  * @param {(line: {level: string, message: string}) => void} [o.onLog] receives every line the
- *   Workers log (console.log, console.error) instead of the terminal
+ *   Workers log (console.log, console.error); by default they go to standard error
  * @param {boolean} [o.metrics] binds a stand-in Workers Analytics Engine dataset as METRICS:
  *   each data point is logged as one line `{"metric": point}` (see `onLog`)
  * @param {number} [o.fronts=1] isolates (workers) serving each shard's URL, each on its own
@@ -94,7 +94,9 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     workers,
     r2Persist: state ? join(state, "v3", "r2") : false,
     log: undefined,
-    ...(onLog ? { handleStructuredLogs: onLog } : {}),
+    // The Workers' log lines go to standard error unless asked for: standard output is often a
+    // report (benchmarks, scripts/bit-exact-http.mjs) or a protocol (local-shards.mjs).
+    handleStructuredLogs: onLog ?? (({ message }) => void process.stderr.write(`${message}\n`)),
   });
   await mf.ready;
   const url = async (name) => (await mf.unsafeGetDirectURL(name)).toString().replace(/\/$/, "");
