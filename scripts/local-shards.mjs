@@ -7,7 +7,8 @@ import { parseArgs } from "node:util";
 import { startShards } from "../worker/local.mjs";
 
 const USAGE = `usage: scripts/local-shards.mjs [--shards 8] [--state DIR] [--prefix P] [--var K=V]…
-                               [--residency isolate|object] [--replicas R] [--endpoints-file F]
+                               [--residency isolate|object] [--replicas R] [--colocate-replicas]
+                               [--endpoints-file F]
                                (--token T | --allow-anonymous)
 
 Runs N local shard Workers (workerd through Miniflare, after scripts/build-worker.sh) on loopback
@@ -18,7 +19,10 @@ ports until interrupted, and prints {"endpoints": [...]} on one line when they a
   --var K=V           another variable for every shard (repeatable), e.g. MEMORY_BUDGET_MIB=100
   --residency MODE    isolate (default): the slice in whichever isolate serves the request;
                       object: in the shard's Durable Object (RESIDENCY)
-  --replicas R        Durable Objects per shard with --residency object, 1 to 64; default 1
+  --replicas R        Durable Objects per shard with --residency object, 1 to 64; default 1;
+                      each in an isolate of its own (each loads its slice)
+  --colocate-replicas a shard's replicas in one isolate instead (they share one slice), the
+                      other way Cloudflare may place them
   --endpoints-file F  also write the endpoints to F, one a line in shard order (for
                       cobordism … --endpoints-from F)
   --token T           the AUTH_TOKEN secret (default: $COBORDISM_TOKEN)
@@ -39,6 +43,7 @@ try {
       "allow-anonymous": { type: "boolean", default: false },
       residency: { type: "string", default: "isolate" },
       replicas: { type: "string", default: "1" },
+      "colocate-replicas": { type: "boolean", default: false },
       "endpoints-file": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -78,6 +83,7 @@ if (!Number.isInteger(replicas) || replicas < 1 || replicas > 64) {
 const local = await startShards({
   residency: values.residency,
   replicas,
+  replicaIsolates: values["colocate-replicas"] ? "shared" : "own",
   shards,
   state: values.state,
   prefix: values.prefix,

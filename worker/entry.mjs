@@ -8,6 +8,12 @@
 // again — it reloads its slice on that request. An abort (failed allocation) makes
 // wasm-bindgen's own abort handler schedule the same reset (`--force-enable-abort-handler`).
 //
+// The requests still in flight in a broken instance can never finish: their futures live in its
+// memory, and after the reset their callbacks throw ("closure from previous WASM instance"). The
+// moment the instance is marked broken they fail (an exception, as the panicking request's own),
+// rather than hang: in a Durable Object, whose requests share one I/O context, the runtime would
+// not notice them, and the front's forward would wait its whole timeout.
+//
 // `ShardObject` is the shard's Durable Object class for object residency (`RESIDENCY =
 // "object"`, worker/src/object.rs): its requests and its keep-warm alarm go to the Rust
 // `objectFetch` and `objectAlarm` under the same reset rule. A deployment without the
@@ -16,6 +22,27 @@ import { DurableObject, WorkerEntrypoint } from "cloudflare:workers";
 import * as shard from "./index.js";
 
 const state = shard.__worker_init_state();
+
+/** How each call into the current instance that has not settled yet can be failed. */
+let inFlight = new Set();
+
+/** Fails every call in flight in the instance just marked broken (see the top). */
+function abandonInFlight() {
+  const broken = inFlight;
+  inFlight = new Set();
+  const why = new Error("cobordism shard: the wasm instance broke (a panic or trap) under this request; retry");
+  for (const fail of broken) fail(why);
+}
+
+// workers-rs's panic hook sets `state.criticalError`: seen here as it happens.
+let broken = state.criticalError;
+Object.defineProperty(state, "criticalError", {
+  get: () => broken,
+  set(value) {
+    if (value && !broken) queueMicrotask(abandonInFlight);
+    broken = value;
+  },
+});
 
 function noteTrap(error) {
   if (error instanceof WebAssembly.RuntimeError) state.criticalError = true;
@@ -27,14 +54,21 @@ addEventListener("error", (event) => noteTrap(event.error));
 async function guarded(call) {
   if (state.criticalError) {
     console.log("cobordism shard: resetting the wasm instance after a panic");
+    abandonInFlight();
     shard.__wbg_reset_state();
     state.criticalError = false;
   }
+  let fail;
+  const abandoned = new Promise((_, reject) => (fail = reject));
+  const calls = inFlight;
+  calls.add(fail);
   try {
-    return await call();
+    return await Promise.race([call(), abandoned]);
   } catch (e) {
     noteTrap(e);
     throw e;
+  } finally {
+    calls.delete(fail);
   }
 }
 

@@ -42,6 +42,9 @@ export const OBJECT_CLASS = "ShardObject";
  * @param {"isolate"|"object"} [o.residency="isolate"] RESIDENCY: with "object" each shard's
  *   slice lives in its Durable Object (the `SHARD_OBJECT` binding, SQLite-backed, as deployed)
  * @param {number} [o.replicas=1] REPLICAS: objects per shard, with object residency
+ * @param {"own"|"shared"} [o.replicaIsolates="own"] where a shard's replicas run: "own", each in
+ *   an isolate of its own (Cloudflare's case when it places them apart: each loads its slice);
+ *   "shared", all in one isolate (its case when it places them together: one load, one copy)
  * @param {(line: {level: string, message: string}) => void} [o.onLog] receives every line the
  *   Workers log (console.log, console.error); by default they go to standard error
  * @param {boolean} [o.metrics] binds a stand-in Workers Analytics Engine dataset as METRICS:
@@ -50,8 +53,9 @@ export const OBJECT_CLASS = "ShardObject";
  *   port (`frontEndpoints[i]`; `endpoints[i]` is the first): a benchmark's balancer picks one
  * @returns {Promise<{endpoints: string[], frontEndpoints: string[][], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare}>}
  */
-export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, fronts = 1, onLog, metrics = false } = {}) {
+export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, replicaIsolates = "own", fronts = 1, onLog, metrics = false } = {}) {
   if (!["isolate", "object"].includes(residency)) throw new Error(`residency ${residency}: expected isolate or object`);
+  if (!["own", "shared"].includes(replicaIsolates)) throw new Error(`replicaIsolates ${replicaIsolates}: expected own or shared`);
   const object = residency === "object";
   const wrapped = r2Faults || r2Shape;
   if (!existsSync(script)) {
@@ -78,15 +82,28 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
   });
   // With object residency each shard's object class runs in a worker of its own (`s<i>-object`,
   // the same script): its own isolate, as Cloudflare runs an object apart from the isolates that
-  // forward to it, so that a front's reset never touches the slice.
-  const objectOf = (i) => ({ [OBJECT_BINDING]: { className: OBJECT_CLASS, scriptName: `s${i}-object`, useSQLite: true } });
+  // forward to it, so that a front's reset never touches the slice. workerd runs every object of
+  // a worker in that worker's one isolate, so replicas in isolates of their own are one worker
+  // each (`s<i>-object-r<r>`), and the fronts' SHARD_OBJECT is a namespace that sends each
+  // object name to its replica's worker (`replicaRouter`).
+  const apart = object && replicas > 1 && replicaIsolates === "own";
+  const objectWorker = (i, r) => (apart ? `s${i}-object-r${r}` : `s${i}-object`);
+  const objectBinding = (name, script) => ({ [name]: { className: OBJECT_CLASS, scriptName: script, useSQLite: true } });
+  const frontBindings = (i) => {
+    if (!object) return {};
+    if (!apart) return { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, 0)) };
+    return { wrappedBindings: { [OBJECT_BINDING]: { scriptName: routerName(i) } } };
+  };
   const workers = [];
   for (let i = 0; i < shards; i++) {
     for (let f = 0; f < fronts; f++) {
-      const extra = { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }], ...(object ? { durableObjects: objectOf(i) } : {}) };
-      workers.push(shard(i, frontName(i, f), extra));
+      workers.push(shard(i, frontName(i, f), { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }], ...frontBindings(i) }));
     }
-    if (object) workers.push(shard(i, `s${i}-object`, { durableObjects: objectOf(i) }));
+    if (!object) continue;
+    for (let r = 0; r < (apart ? replicas : 1); r++) {
+      workers.push(shard(i, objectWorker(i, r), { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, r)) }));
+    }
+    if (apart) workers.push(replicaRouter(i, replicas, (r) => objectWorker(i, r)));
   }
   if (wrapped) workers.push(wrappedR2(r2Faults, r2Shape));
   if (metrics) workers.push(metricsStandIn());
@@ -131,6 +148,41 @@ function metricsStandIn() {
 
 /** The worker name of shard i's front f (`s<i>`, then `s<i>f<f>`). */
 const frontName = (i, f) => (f === 0 ? `s${i}` : `s${i}f${f}`);
+
+/** The worker behind shard i's replica router (`replicaRouter`). */
+const routerName = (i) => `s${i}-replicas`;
+
+/**
+ * The worker behind a front's `SHARD_OBJECT` when shard i's replicas run in isolates of their
+ * own: a `DurableObjectNamespace` (workers-rs checks the class name) whose `getByName` sends
+ * the object name `shard-<i>/<r>` (`cobordism_shard::object_name`) to replica r's worker. Any
+ * other name is refused, so a change of the naming fails the tests here rather than silently
+ * landing every session on one replica.
+ */
+function replicaRouter(i, replicas, workerOf) {
+  const bindings = Object.fromEntries(
+    Array.from({ length: replicas }, (_, r) => [`REPLICA_${r}`, { className: OBJECT_CLASS, scriptName: workerOf(r), useSQLite: true }]),
+  );
+  return {
+    name: routerName(i),
+    modules: true,
+    script: `
+      class DurableObjectNamespace {
+        constructor(env) { this.env = env; }
+        replica(name) {
+          const m = /^shard-${i}\/(\d+)$/.exec(name);
+          const namespace = m && this.env["REPLICA_" + m[1]];
+          if (!namespace) throw new Error("replica router of shard ${i}: no replica for the object name " + JSON.stringify(name));
+          return namespace;
+        }
+        getByName(name, options) { return this.replica(name).getByName(name, options); }
+        idFromName(name) { return this.replica(name).idFromName(name); }
+        get(id, options) { return this.replica(id.name).get(id, options); }
+      }
+      export default function (env) { return new DurableObjectNamespace(env); }`,
+    durableObjects: bindings,
+  };
+}
 
 /**
  * The worker behind a wrapped R2 binding: an `R2Bucket` (workers-rs checks the class name) over

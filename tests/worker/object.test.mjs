@@ -2,7 +2,8 @@
 // shard Worker forwards to once access is granted. The same bits as the plain Worker for every
 // reply form and both precisions, one load for many concurrent callers whose vectors share
 // passes, a clean reload after the object's isolate is reset mid-traffic, replicas chosen by the
-// session key, and nothing reaching the object without access.
+// session key that load independently when they run apart and share one load when placed
+// together, and nothing reaching the object without access.
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { startShards } from "../../worker/local.mjs";
@@ -117,6 +118,32 @@ test("the object's isolate reset mid-traffic: the next requests reload, nothing 
   });
 });
 
+test("a request in flight in the object when it breaks is answered at once, not after the forward's timeout", { timeout: 30_000 }, async () => {
+  let release;
+  const gate = new Promise((resolve) => (release = resolve));
+  let asked = 0;
+  const r2Faults = { onGet: async () => (asked++, await gate, {}) };
+  await withShards({ residency: "object", testBuild: true, r2Faults }, async (local) => {
+    const e = local.endpoints[0];
+    try {
+      const pending = post(e, hiddenBytes(512, 9));
+      while (asked === 0) await new Promise((r) => setTimeout(r, 20));
+      const fault = await fetch(`${e}/__fault/panic`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
+      await fault.arrayBuffer();
+      assert.equal(fault.status, 503);
+      const r = await pending; // R2 has not answered: only the broken instance's end can settle it
+      assert.deepEqual([r.status, json(r).error], [503, "object_unavailable"]);
+      assert.ok(r.headers.get("retry-after"), "worth a retry");
+    } finally {
+      release();
+    }
+    const h = hiddenBytes(512, 9);
+    const again = await post(e, h);
+    assert.equal(again.status, 200, "the reset object loads and answers");
+    assert.deepEqual(again.body, part(localLogits(model, h), 0));
+  });
+});
+
 test("replicas: a session stays on its replica, sessions spread over them", async () => {
   await withShards({ residency: "object", replicas: 3 }, async (local) => {
     const e = local.endpoints[0];
@@ -131,6 +158,63 @@ test("replicas: a session stays on its replica, sessions spread over them", asyn
     }
     assert.deepEqual([...objects].sort(), ["shard-0/0", "shard-0/1", "shard-0/2"]);
     assert.equal((await health(e)).object, "shard-0/0", "no session key: replica 0");
+  });
+});
+
+/** A session key for each of shard 0's `replicas` replicas, found through `/healthz`. */
+async function sessionPerReplica(e, replicas) {
+  const keys = [];
+  for (let s = 0; keys.filter(Boolean).length < replicas && s < 1000; s++) {
+    const key = `session-${s}`;
+    const r = Number((await health(e, { headers: { "X-Cobordism-Session": key } })).object.split("/")[1]);
+    keys[r] ??= key;
+  }
+  assert.equal(keys.filter(Boolean).length, replicas, "a session key reaches every replica");
+  return keys.map((key) => ({ "X-Cobordism-Session": key }));
+}
+
+test("replicas in isolates of their own load independently; a reset of one leaves the others warm", async () => {
+  await withShards({ residency: "object", replicas: 3, testBuild: true }, async (local) => {
+    const e = local.endpoints[0];
+    const sessions = await sessionPerReplica(e, 3);
+    const h = hiddenBytes(512, 7);
+    const want = part(localLogits(model, h), 0);
+    const served = async (headers) => {
+      const r = await post(e, h, { headers });
+      assert.equal(r.status, 200, new TextDecoder().decode(r.body));
+      assert.deepEqual(r.body, want);
+      return r.headers.get("x-cache");
+    };
+    const loads = async () => Promise.all(sessions.map(async (headers) => (await health(e, { headers })).loads));
+    assert.equal(await served(sessions[0]), "miss");
+    assert.deepEqual(await loads(), [1, 0, 0], "replica 0's load is its own");
+    assert.equal((await health(e, { headers: sessions[1] })).state, "empty");
+    assert.equal(await served(sessions[1]), "miss", "replica 1 loads its own slice");
+    assert.equal(await served(sessions[1]), "hit");
+    assert.deepEqual(await loads(), [1, 1, 0]);
+
+    const fault = await fetch(`${e}/__fault/panic`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}`, ...sessions[1] } });
+    await fault.arrayBuffer();
+    assert.equal(fault.status, 503, "replica 1 failed that request");
+    assert.equal(await served(sessions[0]), "hit", "replica 0 is still warm");
+    assert.equal(await served(sessions[1]), "miss", "replica 1 reloads after its reset");
+    assert.deepEqual(await loads(), [1, 1, 0]);
+    assert.equal((await health(e, { headers: sessions[2] })).state, "empty", "replica 2 never loaded");
+  });
+});
+
+test("replicas placed in one isolate share its slice: one load, a hit for the second replica", async () => {
+  await withShards({ residency: "object", replicas: 2, replicaIsolates: "shared" }, async (local) => {
+    const e = local.endpoints[0];
+    const sessions = await sessionPerReplica(e, 2);
+    const h = hiddenBytes(512, 8);
+    const first = await post(e, h, { headers: sessions[0] });
+    const second = await post(e, h, { headers: sessions[1] });
+    assert.deepEqual([first.status, second.status], [200, 200]);
+    assert.deepEqual(second.body, first.body);
+    assert.deepEqual([first.headers.get("x-cache"), second.headers.get("x-cache")], ["miss", "hit"]);
+    const reported = await Promise.all(sessions.map((headers) => health(e, { headers })));
+    assert.deepEqual(reported.map((r) => [r.object, r.loads]), [["shard-0/0", 1], ["shard-0/1", 1]], "one load, seen from both");
   });
 });
 

@@ -169,7 +169,7 @@ pub async fn lm_head(
     headers.set(header::CACHE_CONTROL, "no-store")?;
     let facts = served.headers(cfg, &query);
     let point = MetricPoint::of(
-        cfg.shard_index,
+        Some(cfg.shard_index),
         200,
         facts.cache.name(),
         facts.precision,

@@ -26,7 +26,7 @@ const BINDING: &str = "SHARD_OBJECT";
 pub const PUBLIC_HEALTH: &str = "/healthz/public";
 
 thread_local! {
-    /// The keep-warm alarm's state of the object(s) in this isolate.
+    /// The keep-warm alarms' state of the objects in this isolate.
     static KEEP_WARM: KeepWarm = KeepWarm::default();
 }
 
@@ -93,7 +93,7 @@ async fn in_object(req: Request, env: &Env, state: &State) -> Result<Response, A
         return handlers::healthz_public();
     }
     let cfg = config::settings(env)?;
-    let alarm = KEEP_WARM.with(|k| k.on_request(js_sys::Date::now(), &cfg));
+    let alarm = KEEP_WARM.with(|k| k.on_request(&object_id(state), js_sys::Date::now(), &cfg));
     set_alarm(state, alarm).await;
     let keep_alive = |work| state.wait_until(work);
     let host = Host {
@@ -110,11 +110,16 @@ pub async fn object_alarm(env: Env, state: DurableObjectState) {
     let state = State::from(state);
     match config::settings(&env) {
         Ok(cfg) => {
-            let next = KEEP_WARM.with(|k| k.on_alarm(js_sys::Date::now(), &cfg));
+            let next = KEEP_WARM.with(|k| k.on_alarm(&object_id(&state), js_sys::Date::now(), &cfg));
             set_alarm(&state, next).await;
         }
         Err(e) => worker::console_error!("keep-warm alarm: {e}"),
     }
+}
+
+/// The object's id, the key of its keep-warm state (objects of one class may share an isolate).
+fn object_id(state: &State) -> String {
+    state.id().to_string()
 }
 
 /// Sets the object's alarm `in_ms` from now, if asked; a failure is logged and forgotten, so
@@ -123,6 +128,6 @@ async fn set_alarm(state: &State, in_ms: Option<f64>) {
     let Some(in_ms) = in_ms else { return };
     if let Err(e) = state.storage().set_alarm(in_ms as i64).await {
         worker::console_error!("keep-warm alarm not set: {e}");
-        KEEP_WARM.with(KeepWarm::alarm_failed);
+        KEEP_WARM.with(|k| k.alarm_failed(&object_id(state)));
     }
 }

@@ -44,6 +44,6 @@ pub fn error(env: &Env, e: &ShardError) {
         status: e.status(),
     };
     log(&event.line());
-    let point = MetricPoint::of(shard.unwrap_or(0), e.status(), "-", "-", e.code.name());
+    let point = MetricPoint::of(shard, e.status(), "-", "-", e.code.name());
     record(env, point);
 }

@@ -82,7 +82,8 @@ impl PassSummary {
     }
 }
 
-/// One Analytics Engine data point: `index` `shard-<i>`; blobs `status`, `cache` (`hit`, `wait`,
+/// One Analytics Engine data point: `index` `shard-<i>` (`shard-unknown` for an error answered
+/// before `SHARD_INDEX` was read as a number); blobs `status`, `cache` (`hit`, `wait`,
 /// `miss`, or `-` for an error), `precision`, `reply` (the form, or the error's code); doubles
 /// `pass_vectors`, `batch`, `load_ms`.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,9 +98,9 @@ pub struct MetricPoint {
 
 impl MetricPoint {
     /// The point of an answer (`status` 200) or an error.
-    pub fn of(shard: usize, status: u16, cache: &str, precision: &str, reply: &str) -> Self {
+    pub fn of(shard: Option<usize>, status: u16, cache: &str, precision: &str, reply: &str) -> Self {
         MetricPoint {
-            index: format!("shard-{shard}"),
+            index: shard.map_or_else(|| "shard-unknown".into(), |i| format!("shard-{i}")),
             blobs: [
                 status.to_string(),
                 cache.into(),

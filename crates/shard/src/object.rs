@@ -6,14 +6,18 @@
 //! coalescing, warm-up) in its own isolate, where every request for that name arrives. With
 //! `REPLICAS = R` a shard has R objects; a caller's session key (the `X-Cobordism-Session`
 //! header) picks one, always the same for the same key, so a decoding stream's requests meet
-//! the other streams of that replica in one instance (and coalesce), and R replicas give R
-//! threads of compute per shard.
+//! the other streams of that replica in one instance (and coalesce). The slice lives in the
+//! isolate, not in the object: replicas that Cloudflare places apart each load their own and
+//! give a thread of compute each; replicas it places in one isolate (it may: objects of one class
+//! may share an isolate's memory) share that isolate's one slice, and its one thread.
 //!
 //! An object stays in memory while requests or events keep arriving (Cloudflare evicts it after
 //! 70–140 s without any). [`KeepWarm`] (`KEEP_WARM_S`) holds it between sessions: every request
 //! notes its time, and an alarm every [`KEEP_WARM_TICK_MS`] is set again as long as the last
 //! request is less than `KEEP_WARM_S` old, so the object stays resident up to that long after
 //! its last request (and is billed for it: duration is per GB-s of the 128 MB while in memory).
+//! Each object keeps its own schedule, also when Cloudflare runs several of a shard's replicas in
+//! one isolate: the state is kept by object id, of which a shard has at most [`MAX_REPLICAS`].
 //!
 //! | event | keep-warm off | on, no alarm pending | on, alarm pending |
 //! |---|---|---|---|
@@ -21,7 +25,8 @@
 //! | alarm, last request < `KEEP_WARM_S` ago | — | — | set the next alarm in a tick |
 //! | alarm, last request older | — | — | none: the object may be evicted |
 
-use core::cell::Cell;
+use core::cell::RefCell;
+use std::collections::BTreeMap;
 
 use crate::Settings;
 
@@ -78,32 +83,50 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The keep-warm alarm's state (see the module doc's table).
+/// The keep-warm alarms' state of the objects in one isolate, by object id (see the module
+/// doc's table).
 #[derive(Default)]
 pub struct KeepWarm {
-    last_request_ms: Cell<f64>,
-    alarm_pending: Cell<bool>,
+    objects: RefCell<BTreeMap<String, Schedule>>,
+}
+
+/// One object's keep-warm state.
+#[derive(Clone, Copy, Default)]
+struct Schedule {
+    last_request_ms: f64,
+    alarm_pending: bool,
 }
 
 impl KeepWarm {
-    /// A request arrived at `now_ms`: the alarm to set, in milliseconds from now, if any.
-    pub fn on_request(&self, now_ms: f64, cfg: &Settings) -> Option<f64> {
+    /// A request for `object` arrived at `now_ms`: the alarm to set, in milliseconds from now,
+    /// if any.
+    pub fn on_request(&self, object: &str, now_ms: f64, cfg: &Settings) -> Option<f64> {
         if cfg.keep_warm_ms <= 0.0 {
             return None;
         }
-        self.last_request_ms.set(now_ms);
-        (!self.alarm_pending.replace(true)).then_some(KEEP_WARM_TICK_MS)
+        let mut objects = self.objects.borrow_mut();
+        let schedule = objects.entry(object.to_owned()).or_default();
+        schedule.last_request_ms = now_ms;
+        let set = !schedule.alarm_pending;
+        schedule.alarm_pending = true;
+        set.then_some(KEEP_WARM_TICK_MS)
     }
 
-    /// The alarm asked for could not be set: the next request asks again.
-    pub fn alarm_failed(&self) {
-        self.alarm_pending.set(false);
+    /// The alarm asked for `object` could not be set: its next request asks again.
+    pub fn alarm_failed(&self, object: &str) {
+        if let Some(schedule) = self.objects.borrow_mut().get_mut(object) {
+            schedule.alarm_pending = false;
+        }
     }
 
-    /// The alarm fired at `now_ms`: the next one, in milliseconds from now, if any.
-    pub fn on_alarm(&self, now_ms: f64, cfg: &Settings) -> Option<f64> {
-        let keep = now_ms - self.last_request_ms.get() < cfg.keep_warm_ms;
-        self.alarm_pending.set(keep);
+    /// The alarm of `object` fired at `now_ms`: the next one, in milliseconds from now, if any.
+    /// An object this isolate has seen no request for since it started (its wasm instance was
+    /// reset, or the alarm outlived an eviction) is let go: its next request starts a schedule.
+    pub fn on_alarm(&self, object: &str, now_ms: f64, cfg: &Settings) -> Option<f64> {
+        let mut objects = self.objects.borrow_mut();
+        let schedule = objects.get_mut(object)?;
+        let keep = now_ms - schedule.last_request_ms < cfg.keep_warm_ms;
+        schedule.alarm_pending = keep;
         keep.then_some(KEEP_WARM_TICK_MS)
     }
 }

@@ -48,8 +48,8 @@ fn a_session_always_gets_the_same_replica_and_sessions_spread_over_all() {
 #[test]
 fn keep_warm_off_sets_no_alarm() {
     let (cfg, warm) = (replicas(1), KeepWarm::default());
-    assert_eq!(warm.on_request(0.0, &cfg), None);
-    assert_eq!(warm.on_request(1.0, &cfg), None);
+    assert_eq!(warm.on_request("a", 0.0, &cfg), None);
+    assert_eq!(warm.on_request("a", 1.0, &cfg), None);
 }
 
 #[test]
@@ -59,19 +59,56 @@ fn keep_warm_sets_one_alarm_at_a_time_and_stops_after_its_time() {
         ..replicas(1)
     };
     let warm = KeepWarm::default();
-    assert_eq!(warm.on_request(0.0, &cfg), Some(KEEP_WARM_TICK_MS));
-    assert_eq!(warm.on_request(10.0, &cfg), None, "one is pending");
+    assert_eq!(warm.on_request("a", 0.0, &cfg), Some(KEEP_WARM_TICK_MS));
+    assert_eq!(warm.on_request("a", 10.0, &cfg), None, "one is pending");
     let mut now = 10.0 + KEEP_WARM_TICK_MS;
     let mut alarms = 0;
-    while let Some(next) = warm.on_alarm(now, &cfg) {
+    while let Some(next) = warm.on_alarm("a", now, &cfg) {
         alarms += 1;
         now += next;
     }
     // Alarms at 30, 60 and 90 s after the last request keep it; the one at 120 s lets it go.
     assert_eq!(alarms, 3);
     assert_eq!(
-        warm.on_request(now, &cfg),
+        warm.on_request("a", now, &cfg),
         Some(KEEP_WARM_TICK_MS),
         "a new session"
     );
+}
+
+#[test]
+fn objects_in_one_isolate_keep_their_own_schedules() {
+    let cfg = Settings {
+        keep_warm_ms: 100_000.0,
+        ..replicas(2)
+    };
+    let warm = KeepWarm::default();
+    assert_eq!(warm.on_request("a", 0.0, &cfg), Some(KEEP_WARM_TICK_MS));
+    assert_eq!(
+        warm.on_request("b", 5.0, &cfg),
+        Some(KEEP_WARM_TICK_MS),
+        "b's alarm is its own, whatever a's is"
+    );
+    assert_eq!(warm.on_request("b", 200_000.0, &cfg), None, "b's is pending");
+    assert_eq!(warm.on_alarm("a", 200_001.0, &cfg), None, "a's last request is old");
+    assert_eq!(
+        warm.on_alarm("b", 200_001.0, &cfg),
+        Some(KEEP_WARM_TICK_MS),
+        "b's is recent"
+    );
+    warm.alarm_failed("b");
+    assert_eq!(
+        warm.on_request("b", 200_002.0, &cfg),
+        Some(KEEP_WARM_TICK_MS),
+        "a failed alarm is asked for again"
+    );
+}
+
+#[test]
+fn an_alarm_for_an_object_without_a_request_here_lets_it_go() {
+    let cfg = Settings {
+        keep_warm_ms: 100_000.0,
+        ..replicas(1)
+    };
+    assert_eq!(KeepWarm::default().on_alarm("a", 1.0, &cfg), None);
 }
