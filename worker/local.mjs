@@ -170,8 +170,9 @@ function replicaRouter(i, replicas, workerOf) {
       class DurableObjectNamespace {
         constructor(env) { this.env = env; }
         replica(name) {
-          const m = /^shard-${i}\/(\d+)$/.exec(name);
-          const namespace = m && this.env["REPLICA_" + m[1]];
+          const prefix = "shard-${i}/";
+          const replica = name.startsWith(prefix) ? name.slice(prefix.length) : "";
+          const namespace = /^[0-9]+$/.test(replica) ? this.env["REPLICA_" + Number(replica)] : undefined;
           if (!namespace) throw new Error("replica router of shard ${i}: no replica for the object name " + JSON.stringify(name));
           return namespace;
         }

@@ -110,7 +110,8 @@ pub async fn object_alarm(env: Env, state: DurableObjectState) {
     let state = State::from(state);
     match config::settings(&env) {
         Ok(cfg) => {
-            let next = KEEP_WARM.with(|k| k.on_alarm(&object_id(&state), js_sys::Date::now(), &cfg));
+            let next =
+                KEEP_WARM.with(|k| k.on_alarm(&object_id(&state), js_sys::Date::now(), &cfg));
             set_alarm(&state, next).await;
         }
         Err(e) => worker::console_error!("keep-warm alarm: {e}"),

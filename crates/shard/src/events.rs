@@ -98,7 +98,13 @@ pub struct MetricPoint {
 
 impl MetricPoint {
     /// The point of an answer (`status` 200) or an error.
-    pub fn of(shard: Option<usize>, status: u16, cache: &str, precision: &str, reply: &str) -> Self {
+    pub fn of(
+        shard: Option<usize>,
+        status: u16,
+        cache: &str,
+        precision: &str,
+        reply: &str,
+    ) -> Self {
         MetricPoint {
             index: shard.map_or_else(|| "shard-unknown".into(), |i| format!("shard-{i}")),
             blobs: [

@@ -76,7 +76,10 @@ fn a_data_point_has_the_documented_layout() {
     let point = MetricPoint::of(Some(5), 200, "wait", "int8", "top_k").with_sizes(6, 2, 40.0);
     assert_eq!(point.index, "shard-5");
     let unknown = MetricPoint::of(None, 500, "-", "-", "config");
-    assert_eq!(unknown.index, "shard-unknown", "an error before SHARD_INDEX is read");
+    assert_eq!(
+        unknown.index, "shard-unknown",
+        "an error before SHARD_INDEX is read"
+    );
     assert_eq!(
         point.blobs,
         ["200", "wait", "int8", "top_k"].map(String::from)

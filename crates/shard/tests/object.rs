@@ -89,8 +89,16 @@ fn objects_in_one_isolate_keep_their_own_schedules() {
         Some(KEEP_WARM_TICK_MS),
         "b's alarm is its own, whatever a's is"
     );
-    assert_eq!(warm.on_request("b", 200_000.0, &cfg), None, "b's is pending");
-    assert_eq!(warm.on_alarm("a", 200_001.0, &cfg), None, "a's last request is old");
+    assert_eq!(
+        warm.on_request("b", 200_000.0, &cfg),
+        None,
+        "b's is pending"
+    );
+    assert_eq!(
+        warm.on_alarm("a", 200_001.0, &cfg),
+        None,
+        "a's last request is old"
+    );
     assert_eq!(
         warm.on_alarm("b", 200_001.0, &cfg),
         Some(KEEP_WARM_TICK_MS),
