@@ -88,7 +88,6 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
   // object name to its replica's worker (`replicaRouter`).
   const apart = object && replicas > 1 && replicaIsolates === "own";
   const objectWorker = (i, r) => (apart ? `s${i}-object-r${r}` : `s${i}-object`);
-  const objectBinding = (name, script) => ({ [name]: { className: OBJECT_CLASS, scriptName: script, useSQLite: true } });
   const frontBindings = (i) => {
     if (!object) return {};
     if (!apart) return { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, 0)) };
@@ -149,20 +148,21 @@ function metricsStandIn() {
 /** The worker name of shard i's front f (`s<i>`, then `s<i>f<f>`). */
 const frontName = (i, f) => (f === 0 ? `s${i}` : `s${i}f${f}`);
 
+/** A binding `name` of the object class in worker `script` (SQLite-backed, as deployed). */
+const objectBinding = (name, script) => ({ [name]: { className: OBJECT_CLASS, scriptName: script, useSQLite: true } });
+
 /** The worker behind shard i's replica router (`replicaRouter`). */
 const routerName = (i) => `s${i}-replicas`;
 
 /**
  * The worker behind a front's `SHARD_OBJECT` when shard i's replicas run in isolates of their
- * own: a `DurableObjectNamespace` (workers-rs checks the class name) whose `getByName` sends
- * the object name `shard-<i>/<r>` (`cobordism_shard::object_name`) to replica r's worker. Any
+ * own: a `DurableObjectNamespace` (workers-rs checks the class name) whose `getByName`, the
+ * one method the front calls, sends the object name `shard-<i>/<r>` (`cobordism_shard::object_name`) to replica r's worker. Any
  * other name is refused, so a change of the naming fails the tests here rather than silently
  * landing every session on one replica.
  */
 function replicaRouter(i, replicas, workerOf) {
-  const bindings = Object.fromEntries(
-    Array.from({ length: replicas }, (_, r) => [`REPLICA_${r}`, { className: OBJECT_CLASS, scriptName: workerOf(r), useSQLite: true }]),
-  );
+  const bindings = Object.assign({}, ...Array.from({ length: replicas }, (_, r) => objectBinding(`REPLICA_${r}`, workerOf(r))));
   return {
     name: routerName(i),
     modules: true,
@@ -177,8 +177,6 @@ function replicaRouter(i, replicas, workerOf) {
           return namespace;
         }
         getByName(name, options) { return this.replica(name).getByName(name, options); }
-        idFromName(name) { return this.replica(name).idFromName(name); }
-        get(id, options) { return this.replica(id.name).get(id, options); }
       }
       export default function (env) { return new DurableObjectNamespace(env); }`,
     durableObjects: bindings,
