@@ -10,11 +10,13 @@
 //!   one computation of logits for the shard and the CLI.
 //! * [`MemoryNeed`]: the wasm memory a shard's slice needs, for the shard and `cobordism plan`.
 //! * [`check_tiling`]: whether the shards' answers make up the whole vocabulary;
-//!   [`worth_retrying`]: which failed requests a client sends again.
+//!   [`worth_retrying`]: which failed requests a client sends again, [`retry_wait`] when.
+//! * [`ROUTE`]: where a client sends; [`top_k_ladder`]: the top-K a filtered draw asks for.
 //! * [`wire`]: the answer's HTTP headers, named once; [`ErrorCode`]: every error answer's code,
 //!   status and `Retry-After`.
 
 pub mod answer;
+mod ask;
 mod budget;
 mod checksum;
 mod error_code;
@@ -28,6 +30,7 @@ mod tiling;
 mod topk;
 pub mod wire;
 
+pub use ask::{top_k_ladder, ROUTE, WARM_ROUTE};
 pub use budget::{
     max_rows, mib_to_bytes, MemoryNeed, DEFAULT_BUDGET_MIB, MAX_BODIES_IN_FLIGHT,
     MIN_BODIES_IN_FLIGHT,
@@ -44,7 +47,7 @@ pub use manifest::{
     MAX_MANIFEST_BYTES, MAX_SHARDS, MAX_VOCAB,
 };
 pub use request::{bearer_matches, parse_top_k, Access, Precision};
-pub use retry::worth_retrying;
+pub use retry::{retry_after, retry_wait, worth_retrying, DEFAULT_RETRIES, MAX_RETRY_AFTER};
 pub use tiling::{check_tiling, Tile, TilingError};
 pub use topk::{TopK, TopKError, MAX_TOP_K};
 
