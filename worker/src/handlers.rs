@@ -7,7 +7,7 @@ use cobordism_protocol::wire::header;
 use cobordism_protocol::Query;
 use cobordism_shard::{
     ensure_kept_alive, unreadable, wait_resident, BodyPool, Coalescer, Ensure, Framing, Isolate,
-    MetricPoint, PassSummary, PublicHealthReport, Residency, Runtime, Settings, Shard, ShardError,
+    MetricPoint, PassSummary, Residency, Runtime, Settings, Shard, ShardError,
 };
 use futures_util::future::LocalBoxFuture;
 use futures_util::{FutureExt, Stream, StreamExt};
@@ -192,7 +192,7 @@ pub async fn lm_head(
 
 /// `GET /healthz` for callers without access: the state and nothing else.
 pub fn healthz_public() -> Result<Response, ApiError> {
-    let report = PublicHealthReport::of(&SHARD.with(Rc::clone), js_sys::Date::now());
+    let report = SHARD.with(Rc::clone).public_health_report(js_sys::Date::now());
     Ok(Response::from_json(&report)?)
 }
 

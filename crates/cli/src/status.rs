@@ -7,8 +7,8 @@
 
 use anyhow::Result;
 use clap::{ArgGroup, Args as ClapArgs};
+use cobordism_protocol::health::{HealthReport, State};
 use cobordism_protocol::Precision;
-use cobordism_shard::HealthReport;
 use serde::Serialize;
 
 use crate::logits::{healthz, Probe, Shards};
@@ -115,7 +115,8 @@ pub fn run(a: &Args) -> Result<()> {
     .into())
 }
 
-/// The manifest version most resident shards serve.
+/// The manifest version most resident shards serve; on a tie, the one the lowest shard of the
+/// tied versions serves (so that the shards on the others are named).
 fn most_served(probes: &[Probe]) -> Option<String> {
     let mut counts: Vec<(String, usize)> = Vec::new();
     for p in probes {
@@ -128,7 +129,8 @@ fn most_served(probes: &[Probe]) -> Option<String> {
             None => counts.push((v.clone(), 1)),
         }
     }
-    counts.into_iter().max_by_key(|(_, n)| *n).map(|(v, _)| v)
+    let most = counts.iter().map(|(_, n)| *n).max()?;
+    counts.into_iter().find(|(_, n)| *n == most).map(|(v, _)| v)
 }
 
 /// What is wrong with shard `index` (one of `count`), if anything.
@@ -147,9 +149,9 @@ fn judge(index: usize, probe: &Probe, count: usize, version: &Option<String>) ->
             "configured for SHARD_COUNT {}, {count} endpoints given",
             r.shard_count
         )),
-        Probe::Report(r) if r.state == "failed" => Some(format!(
+        Probe::Report(r) if r.state == State::Failed => Some(format!(
             "failed: {}",
-            r.last_check_error.as_deref().unwrap_or("no reason given")
+            r.last_error.as_deref().unwrap_or("no reason given")
         )),
         Probe::Report(r) => match (&r.slice, version) {
             (Some(s), Some(v)) if &s.manifest_version != v => Some(format!(
@@ -198,4 +200,149 @@ fn print_table(fleet: &Fleet) {
             .as_ref()
             .map_or_else(String::new, |v| format!(", manifest version {v}"))
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use cobordism_protocol::health::{HealthReport, PassReport, SliceReport, State};
+
+    use super::{judge, most_served, Probe};
+
+    /// Shard `index`'s report: one of `count`, in `state`, serving `version` when resident.
+    fn report(index: usize, count: usize, state: State, version: Option<&str>) -> Probe {
+        let slice = version.map(|v| SliceReport {
+            row_start: 0,
+            row_count: 1,
+            dtype: "q6_k".into(),
+            layout: Cow::Borrowed("ggml"),
+            hidden: 256,
+            vocab: count,
+            softcap: None,
+            checksum: "xxh3-64:0000000000000000".into(),
+            manifest_version: v.into(),
+            bytes: 210,
+            budget_need_bytes: 1 << 20,
+            bodies_in_flight_max: 8,
+            load_ms: 1.0,
+        });
+        Probe::Report(Box::new(HealthReport {
+            shard_index: index,
+            shard_count: count,
+            model_prefix: "model".into(),
+            state,
+            resident: slice.is_some(),
+            loading_next: false,
+            checked_ms_ago: None,
+            last_error: (state == State::Failed).then(|| "manifest_missing: no manifest".into()),
+            slice,
+            wasm_memory_bytes: 1 << 20,
+            bodies_in_flight: 0,
+            passes: PassReport {
+                count: 0,
+                vectors: 0,
+                requests: 0,
+                by_vectors: [0; cobordism_protocol::MAX_BATCH],
+                compute_ms: 0.0,
+                waiting: 0,
+            },
+            budget_bytes: 100 << 20,
+            backend: Cow::Borrowed("scalar"),
+            build_version: Cow::Borrowed("0.1.0"),
+            residency: Cow::Borrowed("isolate"),
+            object: None,
+            loads: 1,
+            age_ms: 0.0,
+        }))
+    }
+
+    fn ready(index: usize, version: &str) -> Probe {
+        report(index, 3, State::Ready, Some(version))
+    }
+
+    fn problem(index: usize, probe: &Probe, version: Option<&str>) -> String {
+        judge(index, probe, 3, &version.map(String::from)).unwrap_or_else(|| "ok".into())
+    }
+
+    #[test]
+    fn a_healthy_shard_has_no_problem() {
+        assert_eq!(problem(1, &ready(1, "v1"), Some("v1")), "ok");
+        for state in [State::Empty, State::Loading] {
+            assert_eq!(problem(2, &report(2, 3, state, None), Some("v1")), "ok");
+        }
+    }
+
+    #[test]
+    fn each_kind_of_failure_is_named() {
+        let cases = [
+            (
+                Probe::Unreachable("connection refused".into()),
+                "unreachable: connection refused",
+            ),
+            (Probe::Refused(500, "oops\n".into()), "HTTP 500: oops"),
+            (
+                Probe::Public(State::Ready),
+                "the token is missing or wrong (state ready",
+            ),
+            (
+                report(0, 3, State::Failed, None),
+                "failed: manifest_missing: no manifest",
+            ),
+            (
+                report(0, 4, State::Ready, Some("v1")),
+                "configured for SHARD_COUNT 4, 3 endpoints",
+            ),
+            (ready(0, "v2"), "serves manifest version v2, the others v1"),
+        ];
+        for (probe, said) in cases {
+            let got = problem(0, &probe, Some("v1"));
+            assert!(
+                got.starts_with(said),
+                "{got:?} does not start with {said:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_shard_at_the_wrong_index_is_named() {
+        let got = problem(0, &ready(2, "v1"), Some("v1"));
+        assert_eq!(got, "it is shard 2: the endpoints must be in shard order");
+    }
+
+    #[test]
+    fn the_given_manifest_version_overrides_the_majority() {
+        let probes = [ready(0, "v1"), ready(1, "v1"), ready(2, "v2")];
+        assert_eq!(most_served(&probes).as_deref(), Some("v1"));
+        // `--manifest-version v2`: the two shards on v1 are out of version.
+        let judged: Vec<String> = (0..3).map(|i| problem(i, &probes[i], Some("v2"))).collect();
+        assert_eq!(judged[2], "ok");
+        assert!(judged[..2]
+            .iter()
+            .all(|p| p.contains("serves manifest version v1")));
+    }
+
+    #[test]
+    fn the_majority_version_ignores_shards_without_a_slice() {
+        let probes = [
+            report(0, 3, State::Empty, None),
+            Probe::Unreachable("timeout".into()),
+            ready(2, "v7"),
+        ];
+        assert_eq!(most_served(&probes).as_deref(), Some("v7"));
+        assert_eq!(most_served(&probes[..2]), None);
+    }
+
+    #[test]
+    fn a_tie_goes_to_the_lowest_shards_version() {
+        let probes = [
+            ready(0, "v2"),
+            ready(1, "v1"),
+            ready(2, "v1"),
+            ready(3, "v2"),
+        ];
+        assert_eq!(most_served(&probes).as_deref(), Some("v2"));
+        let probes = [ready(0, "v1"), ready(1, "v2")];
+        assert_eq!(most_served(&probes).as_deref(), Some("v1"));
+    }
 }

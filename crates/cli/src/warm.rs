@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use clap::{ArgGroup, Args as ClapArgs};
 
+use cobordism_protocol::health::State;
+
 use crate::logits::Shards;
 use crate::slices;
 
@@ -47,7 +49,7 @@ pub fn run(a: &Args) -> Result<()> {
         let loading: Vec<String> = states
             .iter()
             .enumerate()
-            .filter(|(_, s)| *s != "ready")
+            .filter(|(_, s)| **s != State::Ready)
             .map(|(i, _)| i.to_string())
             .collect();
         let elapsed = started.elapsed();

@@ -14,6 +14,7 @@
 //! * [`ROUTE`]: where a client sends; [`top_k_ladder`]: the top-K a filtered draw asks for.
 //! * [`wire`]: the answer's HTTP headers, named once; [`ErrorCode`]: every error answer's code,
 //!   status and `Retry-After`.
+//! * [`health`]: what `/healthz` and the warm-up answer, as types.
 
 pub mod answer;
 mod ask;
@@ -21,6 +22,7 @@ mod budget;
 mod checksum;
 mod error_code;
 mod form;
+pub mod health;
 mod hidden;
 mod manifest;
 mod request;

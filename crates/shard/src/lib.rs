@@ -16,7 +16,8 @@
 //! * [`object`]: object residency (a shard's slice in its Durable Object), its replicas and
 //!   keep-warm;
 //! * [`Settings::from_vars`]: the Worker's variables, their defaults and ranges;
-//! * [`HealthReport`] and [`WarmReport`]: what `/healthz` and the warm-up answer;
+//! * [`Isolate::health_report`] and [`Shard::warm_report`]: what `/healthz` and the warm-up
+//!   answer (`cobordism_protocol::health`'s types);
 //! * [`ShardError`]: every error answer, with what is for the caller and what for the log;
 //! * [`events`]: the operator's log lines and metrics, one shape each.
 
@@ -46,7 +47,7 @@ pub use isolate::Isolate;
 pub use object::{object_name, KeepWarm, ResidencyMode};
 pub use pipeline::{Framing, Served, MAX_BODY_BYTES};
 pub use ranges::{DEFAULT_LOAD_STREAMS, MAX_LOAD_STREAMS};
-pub use report::{HealthReport, PassReport, PublicHealthReport, Runtime, SliceReport, WarmReport};
+pub use report::Runtime;
 pub use resident::{Health, Residency, Resident, Shard};
 pub use settings::Settings;
 pub use store::{Chunk, Host, Object, ObjectBody, StoreError};

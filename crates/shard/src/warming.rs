@@ -18,11 +18,12 @@ use core::pin::Pin;
 use core::task::Poll;
 use std::rc::Rc;
 
+use cobordism_protocol::health::WarmReport;
 use cobordism_protocol::{ErrorCode, Form, Query};
 use futures_util::future::LocalBoxFuture;
 use futures_util::FutureExt;
 
-use crate::{Residency, Resident, Settings, Shard, ShardError, WarmReport};
+use crate::{Residency, Resident, Settings, Shard, ShardError};
 
 /// [`Shard::ensure`] as a future owning or outliving what it uses, so that it may outlive the
 /// request.
@@ -87,6 +88,6 @@ impl Shard {
                 )
             }
         }
-        Ok(WarmReport::of(&self, cfg, now_ms()))
+        Ok(self.warm_report(cfg, now_ms()))
     }
 }

@@ -5,6 +5,7 @@ mod common;
 
 use std::pin::pin;
 
+use cobordism_protocol::health::State;
 use cobordism_protocol::{MemoryNeed, Precision};
 use cobordism_shard::ranges::RANGE_ATTEMPTS;
 use cobordism_shard::{Host, Settings, Shard};
@@ -14,14 +15,14 @@ use common::*;
 #[test]
 fn cold_load_then_hits_with_the_models_bits() {
     let (store, shard, cfg, a) = (Store::default(), Shard::new(), settings(2), model(1, 2));
-    assert_eq!(shard.health(0.0).state, "empty");
+    assert_eq!(shard.health(0.0).state, State::Empty);
     store.upload(&a);
     assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
     assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "hit");
     assert_eq!(answer(&shard), Some(a.manifest.version.clone()));
     assert_eq!(resident_logits(&shard), logits_of(&a, 0));
     let health = shard.health(store.now_ms());
-    assert_eq!((health.state, health.last_check_error), ("ready", None));
+    assert_eq!((health.state, health.last_error), (State::Ready, None));
 }
 
 #[test]
@@ -41,10 +42,10 @@ fn missing_corrupt_truncated_and_unreadable_slices_are_refused_and_retried() {
         "manifest_missing"
     );
     let health = shard.health(store.now_ms());
-    assert_eq!(health.state, "failed");
+    assert_eq!(health.state, State::Failed);
     assert!(
         health
-            .last_check_error
+            .last_error
             .is_some_and(|e| e.contains("manifest_missing") && e.contains("model/manifest.json")),
         "/healthz says why it failed"
     );
@@ -135,7 +136,7 @@ fn a_failed_manifest_check_keeps_serving_and_backs_off() {
     }
     assert!(store.etag_calls.get() > calls);
     let health = shard.health(store.now_ms());
-    assert!(health.last_check_error.is_some());
+    assert!(health.last_error.is_some());
     assert!(health.checked_ms_ago.unwrap() >= 12000.0);
     // A manifest that disappears is a failed check too, not a reason to drop the slice.
     store.fault(|f| *f = Faults::default());
@@ -149,7 +150,7 @@ fn a_failed_manifest_check_keeps_serving_and_backs_off() {
     assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "hit");
     let health = shard.health(store.now_ms());
     assert_eq!(
-        (health.last_check_error, health.checked_ms_ago),
+        (health.last_error, health.checked_ms_ago),
         (None, Some(0.0))
     );
     assert_eq!(resident_logits(&shard), logits_of(&a, 0));
@@ -165,7 +166,7 @@ fn a_new_version_loads_beside_the_old_one_when_both_fit() {
     let mut loader = pin!(shard.ensure(&cfg, &store));
     assert!(poll_once(loader.as_mut()).is_pending());
     let health = shard.health(store.now_ms());
-    assert_eq!((health.state, health.loading_next), ("ready", true));
+    assert_eq!((health.state, health.loading_next), (State::Ready, true));
     // Meanwhile every request is answered by version A, whole (within LOAD_STALL_MS: after it,
     // the next request would take the stalled load over).
     for _ in 0..3 {
@@ -196,7 +197,7 @@ fn a_new_version_replaces_the_old_one_first_when_both_do_not_fit() {
     store.fault(|f| f.stall_at = Some(3 * CHUNK));
     let mut loader = pin!(shard.ensure(&cfg, &store));
     assert!(poll_once(loader.as_mut()).is_pending());
-    assert_eq!(shard.health(store.now_ms()).state, "loading");
+    assert_eq!(shard.health(store.now_ms()).state, State::Loading);
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
     assert_eq!((e.code.name(), e.retry_after()), ("slice_loading", Some(1)));
     assert_eq!(answer(&shard), None, "no request mixes versions");
@@ -278,7 +279,7 @@ fn a_forgotten_slice_is_loaded_again_as_by_a_new_isolate() {
     store.upload(&m);
     assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
     shard.forget();
-    assert_eq!(shard.health(store.now_ms()).state, "empty");
+    assert_eq!(shard.health(store.now_ms()).state, State::Empty);
     assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
     assert_eq!(resident_logits(&shard), logits_of(&m, 0));
     // A load under way when the slice is forgotten keeps nothing.
@@ -289,5 +290,5 @@ fn a_forgotten_slice_is_loaded_again_as_by_a_new_isolate() {
     shard.forget();
     store.gate.set(true);
     assert_eq!(code(block_on(load)), "slice_loading", "superseded");
-    assert_eq!(shard.health(store.now_ms()).state, "empty");
+    assert_eq!(shard.health(store.now_ms()).state, State::Empty);
 }

@@ -6,6 +6,7 @@ mod common;
 
 use std::pin::pin;
 
+use cobordism_protocol::health::State;
 use cobordism_shard::ranges::{split, RANGE_ATTEMPTS};
 use cobordism_shard::{Host, Settings, Shard};
 
@@ -39,7 +40,7 @@ fn fails_then_recovers(store: &Store, shard: &Shard, cfg: &Settings, m: &Model, 
     let internal = e.internal.unwrap();
     assert!(internal.contains(why), "{internal}");
     assert_eq!(shard.with_resident(|_| ()), None, "nothing is kept");
-    assert_eq!(shard.health(store.now_ms()).state, "failed");
+    assert_eq!(shard.health(store.now_ms()).state, State::Failed);
     store.range_hook.take();
     store.advance(cfg.load_retry_ms);
     assert_eq!(code(block_on(shard.ensure(cfg, store))), "miss");
@@ -162,7 +163,7 @@ fn a_requester_gone_mid_load_leaves_no_partial_slice() {
         );
     } // the request is dropped here, its reads with it
     assert_eq!(shard.with_resident(|_| ()), None);
-    assert_eq!(shard.health(store.now_ms()).state, "loading");
+    assert_eq!(shard.health(store.now_ms()).state, State::Loading);
     let e = block_on(shard.ensure(&cfg, &store)).unwrap_err();
     assert_eq!(e.code.name(), "slice_loading");
     assert!(e.detail.contains("75% done"), "{}", e.detail);

@@ -5,9 +5,8 @@ mod common;
 
 use std::pin::pin;
 
-use cobordism_shard::{
-    BodyPool, Coalescer, Isolate, PublicHealthReport, Runtime, Shard, WarmReport,
-};
+use cobordism_protocol::health::State;
+use cobordism_shard::{BodyPool, Coalescer, Isolate, Runtime, Shard};
 use common::*;
 use serde_json::{json, Value};
 
@@ -62,7 +61,7 @@ fn an_empty_shard_reports_its_settings_and_nothing_resident() {
             "age_ms": 1234,
         })
     );
-    let public = serde_json::to_value(PublicHealthReport::of(&shard, 0.0)).unwrap();
+    let public = serde_json::to_value(shard.public_health_report(0.0)).unwrap();
     assert_eq!(public, json!({ "state": "empty" }));
 }
 
@@ -100,14 +99,14 @@ fn a_loaded_shard_reports_its_slice() {
 #[test]
 fn the_warm_up_answers_202_while_loading_and_200_when_resident() {
     let (store, shard, cfg, m) = (Store::default(), Shard::new(), settings(2), model(32, 2));
-    let warm = |shard: &Shard| WarmReport::of(shard, &cfg, 0.0);
+    let warm = |shard: &Shard| shard.warm_report(&cfg, 0.0);
     assert_eq!(warm(&shard).status(), 202);
     store.upload(&m);
     store.fault(|f| f.stall_at = Some(CHUNK));
     let mut load = pin!(shard.ensure(&cfg, &store));
     assert!(poll_once(load.as_mut()).is_pending());
     let loading = warm(&shard);
-    assert_eq!((loading.state, loading.status()), ("loading", 202));
+    assert_eq!((loading.state, loading.status()), (State::Loading, 202));
     store.gate.set(true);
     assert_eq!(code(block_on(load)), "miss");
     let ready = serde_json::to_value(warm(&shard)).unwrap();

@@ -7,8 +7,9 @@ use std::cell::RefCell;
 use std::pin::pin;
 use std::rc::Rc;
 
+use cobordism_protocol::health::{State, WarmReport};
 use cobordism_protocol::Query;
-use cobordism_shard::{ensure_kept_alive, Ensure, Settings, Shard, ShardError, WarmReport};
+use cobordism_shard::{ensure_kept_alive, Ensure, Settings, Shard, ShardError};
 use common::*;
 use futures_util::future::LocalBoxFuture;
 use futures_util::FutureExt;
@@ -58,7 +59,7 @@ fn the_warm_up_answers_202_and_its_load_goes_on_after_the_answer() {
         &kept,
     )
     .unwrap();
-    assert_eq!((report.state, report.status()), ("loading", 202));
+    assert_eq!((report.state, report.status()), (State::Loading, 202));
     let load = kept
         .borrow_mut()
         .take()
@@ -66,7 +67,7 @@ fn the_warm_up_answers_202_and_its_load_goes_on_after_the_answer() {
     block_on(load).unwrap(); // loads, then primes the int8 kernels
     assert_eq!(resident_logits(&shard), logits_of(&m, 0));
     let report = warm(&shard, &cfg, &store, &query(&[]), &kept).unwrap();
-    assert_eq!((report.state, report.status()), ("ready", 200));
+    assert_eq!((report.state, report.status()), (State::Ready, 200));
     assert!(kept.borrow().is_none(), "nothing left to do once resident");
 }
 
@@ -76,7 +77,7 @@ fn the_warm_up_takes_only_a_precision() {
     let kept = Kept::default();
     let e = warm(&shard, &cfg, &store, &query(&[("top_k", "4")]), &kept).unwrap_err();
     assert_eq!(e.code.name(), "bad_query");
-    assert_eq!(shard.health(0.0).state, "empty", "nothing was loaded");
+    assert_eq!(shard.health(0.0).state, State::Empty, "nothing was loaded");
 }
 
 #[test]
@@ -93,7 +94,7 @@ fn a_load_found_under_way_is_not_an_error() {
     assert!(poll_once(first.as_mut()).is_pending());
     let kept = Kept::default();
     let report = warm(&shard, &cfg, &store, &query(&[]), &kept).unwrap();
-    assert_eq!((report.state, report.status()), ("loading", 202));
+    assert_eq!((report.state, report.status()), (State::Loading, 202));
     assert!(
         kept.borrow().is_none(),
         "the load under way is not begun twice"

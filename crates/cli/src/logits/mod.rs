@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{ArgGroup, Args as ClapArgs};
+use cobordism_protocol::health::State;
 use cobordism_protocol::sampling::{log_sum_exp, merge_log_sum_exp, merge_top_k};
 use cobordism_protocol::{decode_hidden, encode_f32, Form, Manifest, Precision, TopK, MAX_TOP_K};
 use kquant::synth::SplitMix64;
@@ -104,7 +105,7 @@ impl Shards {
     }
 
     /// Asks every shard to load its slice; their states in shard order (`ready`, `loading`).
-    pub fn warm(&self, manifest: &Manifest) -> Result<Vec<String>> {
+    pub fn warm(&self, manifest: &Manifest) -> Result<Vec<State>> {
         remote::warm(
             manifest,
             &self.endpoints()?,

@@ -19,11 +19,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
+use cobordism_protocol::health::{HealthReport, PublicHealthReport, State, WarmReport};
 use cobordism_protocol::wire::header;
 use cobordism_protocol::{
     encode_f32, worth_retrying, Form, Manifest, Precision, Query, ShardEntry, TopK, MAX_TOP_K,
 };
-use cobordism_shard::{HealthReport, PublicHealthReport};
 use serde::Deserialize;
 use ureq::http::Response;
 use ureq::{Agent, Body};
@@ -113,7 +113,7 @@ pub fn fetch(
 
 /// Asks every shard (shard `i` at `endpoints[i]`) to load its slice (`POST …/warm`) and returns
 /// their states in shard order: `ready` (resident) or `loading`.
-pub fn warm(manifest: &Manifest, endpoints: &[String], opts: &Options) -> Result<Vec<String>> {
+pub fn warm(manifest: &Manifest, endpoints: &[String], opts: &Options) -> Result<Vec<State>> {
     check_endpoint_count(manifest, endpoints.len())?;
     let agent = agent(opts);
     let jobs: Vec<(usize, String)> = endpoints
@@ -136,7 +136,7 @@ pub enum Probe {
     /// An answer that is not a report: its status and body.
     Refused(u16, String),
     /// The report for callers without access (the token is missing or wrong): the state.
-    Public(String),
+    Public(State),
     /// The whole report.
     Report(Box<HealthReport>),
 }
@@ -167,7 +167,7 @@ pub fn healthz(endpoints: &[String], opts: &Options) -> Result<Vec<Probe>> {
             return Probe::Report(Box::new(report));
         }
         match serde_json::from_str::<PublicHealthReport>(&text) {
-            Ok(public) => Probe::Public(public.state.into_owned()),
+            Ok(public) => Probe::Public(public.state),
             Err(e) => Probe::Refused(status, format!("not a /healthz answer ({e}): {text}")),
         }
     })
@@ -321,13 +321,6 @@ fn retried<T>(
     }
 }
 
-/// What a warm-up call answers.
-#[derive(Deserialize)]
-struct Warming {
-    shard_index: usize,
-    state: String,
-}
-
 /// `req` with the caller's token and session key, if any.
 fn identified<B>(mut req: ureq::RequestBuilder<B>, opts: &Options) -> ureq::RequestBuilder<B> {
     if let Some(t) = &opts.token {
@@ -339,7 +332,7 @@ fn identified<B>(mut req: ureq::RequestBuilder<B>, opts: &Options) -> ureq::Requ
     req
 }
 
-fn warm_once(agent: &Agent, url: &str, index: usize, opts: &Options) -> Result<String, Failure> {
+fn warm_once(agent: &Agent, url: &str, index: usize, opts: &Options) -> Result<State, Failure> {
     let mut resp = identified(agent.post(url), opts)
         .send_empty()
         .map_err(transport)?;
@@ -353,7 +346,7 @@ fn warm_once(agent: &Agent, url: &str, index: usize, opts: &Options) -> Result<S
         .limit(4096)
         .read_to_string()
         .map_err(transport)?;
-    let warming: Warming = serde_json::from_str(&text).map_err(|e| {
+    let warming: WarmReport = serde_json::from_str(&text).map_err(|e| {
         Failure::Fatal(format!(
             "its answer is not a warm-up's ({e}): a shard older than this CLI? deploy the shards \
              again"
