@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The must-fail matrix: each perturbation puts in one plausible bug (KQUANT_PERTURB=… for kquant,
-# SHARD_PERTURB=… for crates/shard; their build scripts turn it into `--cfg kquant_perturb="…"`
-# for that crate alone, see crates/perturb), and the named tests must (1) build and (2) fail, in
-# their own assertions — a build error or some other failure is a failed check. kquant: the
-# bit-exact suite (tests/bit_exact.rs) and the independent oracle (tests/oracle.rs) on x86_64 and
-# wasm32 (Node), the reduction order also on aarch64 under qemu. The shard: the coalescer's and the
-# ranged load's native tests. Then the relaxed int8 kernels' operand order in workerd: the engine
-# module's int8 check and the shard over HTTP.
+# SHARD_PERTURB=… for crates/shard, PROTOCOL_PERTURB=… for crates/protocol; their build scripts
+# turn it into `--cfg kquant_perturb="…"` for that crate alone, see crates/perturb), and the named
+# tests must (1) build and (2) fail, in their own assertions — a build error or some other failure
+# is a failed check. Each crate's must-fail.txt lists its perturbations, their targets and tests
+# (kquant: the bit-exact suite and the independent oracle on x86_64 and wasm32 under Node, the
+# reduction order also on aarch64 under qemu). Then the relaxed int8 kernels' operand order in
+# workerd: the engine module's int8 check and the shard over HTTP.
 #
 # Only the perturbed crate and what depends on it recompile: the builds share the tests' target
 # directory, whose dependencies are built already. The next ordinary build recompiles those
@@ -17,20 +17,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 unset RUSTFLAGS
 out=target/must-fail
-# perturbation → the tests (test-binary:test) that must catch it
-declare -A expected=(
-  [order]="bit_exact:random_shapes_agree_on_every_backend bit_exact:batches_equal_single_vectors oracle:exact_mode_every_backend_equals_the_oracle_on_random_shapes"
-  [lane]="bit_exact:random_shapes_agree_on_every_backend bit_exact:edge_cases_agree_on_every_backend oracle:exact_mode_every_backend_equals_the_oracle_on_random_shapes"
-  [f16]="bit_exact:golden_hashes_are_the_same_on_every_architecture oracle:exact_mode_every_backend_equals_the_oracle_on_random_shapes"
-  [q4k_min]="bit_exact:golden_hashes_are_the_same_on_every_architecture oracle:exact_mode_every_backend_equals_the_oracle_on_random_shapes"
-  [ties]="oracle:int8_mode_every_backend_equals_the_oracle_on_random_shapes"
-)
-targets() {
-  case $1 in
-    order) echo x86_64-unknown-linux-gnu wasm32-wasip1 aarch64-unknown-linux-gnu ;;
-    *) echo x86_64-unknown-linux-gnu wasm32-wasip1 ;;
-  esac
-}
 mkdir -p "$out"
 summary=$out/summary.txt
 : >"$summary.new"
@@ -61,27 +47,25 @@ must_fail() {
     echo "must-fail $perturbation on $target: built, failed as expected: $entries" | tee -a "$summary.new"
   done
 }
-# The shard (crates/shard): its native tests must catch a pass that mixes up its requests, ranged
-# loads that keep two versions' bytes or checksum bytes not yet in, a request that does not wait
-# for another's load, settings that let an out-of-range LOAD_STREAMS through, and a request
-# pipeline that reads the body before checking its declared length.
-declare -A shard_expected=(
-  [pass_slices]="coalesce:ready_requests_join_one_pass_and_get_the_bits_they_get_alone coalesce:a_pass_holds_at_most_eight_vectors"
-  [mixed_precision]="coalesce:precisions_and_forms_never_mix_in_a_way_that_changes_an_answer"
-  [any_etag]="ranged_load:an_object_written_between_two_reads_is_never_kept"
-  [unordered_hash]="ranged_load:ranges_arriving_out_of_order_give_the_models_bits"
-  [wait_gives_up]="waiting:a_request_that_finds_the_slice_loading_waits_for_that_load"
-  [any_streams]="settings:values_out_of_range_or_not_numbers_are_refused"
-  [body_first]="pipeline:a_length_over_the_slices_cap_is_413_before_a_byte_of_the_body_is_read"
-)
-for perturbation in pass_slices mixed_precision any_etag unordered_hash wait_gives_up any_streams body_first; do
-  SHARD_PERTURB=$perturbation must_fail cobordism-shard "$perturbation" x86_64-unknown-linux-gnu "${shard_expected[$perturbation]}"
-done
-# kquant after the shard: until now kquant is the tests' own build, so the shard's perturbations
-# recompile the shard alone.
-for perturbation in order lane f16 q4k_min ties; do
-  KQUANT_PERTURB=$perturbation must_fail kquant "$perturbation" "$(targets "$perturbation")" "${expected[$perturbation]}"
-done
+# every_line CRATE VARIABLE: each perturbation of the crate's must-fail.txt (NAME TARGETS TEST…;
+# the one list, which its build script reads too) through must_fail, with VARIABLE=NAME. A name
+# with no tests is checked by a step of its own below.
+every_line() {
+  local crate=$1 variable=$2 name targets tests
+  while read -r name targets tests; do
+    [ -n "$tests" ] || continue
+    export "$variable=$name"
+    must_fail "$crate" "$name" "${targets//,/ }" "$tests" </dev/null
+    unset "$variable"
+  done < <(grep -Ev '^[[:space:]]*(#|$)' "crates/${crate#cobordism-}/must-fail.txt")
+}
+# The shard: the coalescer's, the ranged load's, the waiting's, the settings', the request
+# pipeline's and object residency's native tests. The protocol: access during a rotation.
+every_line cobordism-shard SHARD_PERTURB
+every_line cobordism-protocol PROTOCOL_PERTURB
+# kquant after them: until now kquant is the tests' own build, so the perturbations above
+# recompile the shard or the protocol alone.
+every_line kquant KQUANT_PERTURB
 # The relaxed int8 kernels with the signed activations in the 7-bit operand (what LLVM once
 # chose on its own): the engine module's int8 check must find other bits in workerd.
 log=$out/relaxed.log

@@ -19,6 +19,17 @@
 
 use std::env::{self, VarError};
 
+/// The perturbations' names from a crate's `must-fail.txt` (the one list: `scripts/must-fail.sh`
+/// reads the same file for the tests each must make fail): the first word of each line that is
+/// neither blank nor a `#` comment.
+pub fn names(list: &str) -> Vec<&str> {
+    list.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect()
+}
+
 /// Declares `cfg(NAME, values(…))` to rustc's `unexpected_cfgs` check, and sets `--cfg NAME="V"`
 /// when the environment variable `var` holds one of `values` (unset or empty: no perturbation).
 /// Exits the build script with a message on any other value.
@@ -50,4 +61,15 @@ pub fn cfg_from_env(var: &str, name: &str, values: &[&str]) {
 fn fail(var: &str, what: &str, values: &[&str]) -> ! {
     eprintln!("{var}: {what}; expected one of: {}", values.join(", "));
     std::process::exit(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names;
+
+    #[test]
+    fn names_are_the_first_words_of_the_lines_that_are_not_comments() {
+        let list = "# NAME TARGETS TEST\n\norder x86 a:b c:d\n  # indented comment\nsigned_i7\n";
+        assert_eq!(names(list), ["order", "signed_i7"]);
+    }
 }

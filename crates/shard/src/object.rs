@@ -73,6 +73,12 @@ pub const KEEP_WARM_TICK_MS: f64 = 30_000.0;
 /// without a key.
 pub fn object_name(cfg: &Settings, session: Option<&str>) -> String {
     let replica = session.map_or(0, |key| fnv1a(key.as_bytes()) % u64::from(cfg.replicas));
+    // A must-fail build (crates/shard/must-fail.txt) sends every session to replica 0.
+    let replica = if cfg!(shard_perturb = "one_replica") {
+        0
+    } else {
+        replica
+    };
     format!("shard-{}/{replica}", cfg.shard_index)
 }
 
@@ -107,7 +113,8 @@ impl KeepWarm {
         let mut objects = self.objects.borrow_mut();
         let schedule = objects.entry(object.to_owned()).or_default();
         schedule.last_request_ms = now_ms;
-        let set = !schedule.alarm_pending;
+        // A must-fail build (crates/shard/must-fail.txt) asks for an alarm on every request.
+        let set = !schedule.alarm_pending || cfg!(shard_perturb = "alarm_every_request");
         schedule.alarm_pending = true;
         set.then_some(KEEP_WARM_TICK_MS)
     }

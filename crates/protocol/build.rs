@@ -1,0 +1,7 @@
+//! `PROTOCOL_PERTURB=…` → `--cfg protocol_perturb="…"`: the must-fail builds of
+//! scripts/must-fail.sh (crates/perturb). The perturbations, what each breaks and the tests that
+//! must catch it: must-fail.txt beside this file.
+fn main() {
+    let names = cobordism_perturb::names(include_str!("must-fail.txt"));
+    cobordism_perturb::cfg_from_env("PROTOCOL_PERTURB", "protocol_perturb", &names);
+}
