@@ -23,6 +23,10 @@ import * as shard from "./index.js";
 
 const state = shard.__worker_init_state();
 
+/** The `instance_reset` log line, from Rust (cobordism_shard::events): read now, while the
+ * instance is sound, since it is printed when the instance is broken. */
+const RESET_LINE = shard.instanceResetLine();
+
 /** How each call into the current instance that has not settled yet can be failed. */
 let inFlight = new Set();
 
@@ -53,7 +57,7 @@ addEventListener("error", (event) => noteTrap(event.error));
 /** Runs `call` into the wasm instance, resetting it first if a panic or trap broke it. */
 async function guarded(call) {
   if (state.criticalError) {
-    console.log("cobordism shard: resetting the wasm instance after a panic");
+    console.log(RESET_LINE);
     abandonInFlight();
     shard.__wbg_reset_state();
     state.criticalError = false;

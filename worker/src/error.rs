@@ -1,6 +1,7 @@
 //! Error answers: JSON `{ "error": code, "detail": text }` with the right status, from a
 //! [`ShardError`]. What is only for the operator (`ShardError::internal`: R2 keys, parser
-//! messages, variable values) goes to the Worker's log, where `wrangler tail` shows it.
+//! messages, variable values) goes to the Worker's log in the error's line (`crate::telemetry`),
+//! where `wrangler tail` shows it.
 
 use cobordism_protocol::wire::header;
 use cobordism_protocol::ErrorCode;
@@ -33,14 +34,11 @@ impl ApiError {
         self
     }
 
-    /// The HTTP answer; logs what is for the operator (and the error's event and data point,
-    /// `crate::telemetry`).
+    /// The HTTP answer; the error's log line (with what is for the operator only) and data
+    /// point are `crate::telemetry`'s.
     pub fn answer(self, env: &Env) -> Response {
         crate::telemetry::error(env, &self.error);
         let e = self.error;
-        if let Some(internal) = &e.internal {
-            worker::console_error!("{} ({}): {internal}", e.code, e.status());
-        }
         let body = serde_json::to_vec(&Body {
             error: e.code.name(),
             detail: &e.detail,

@@ -6,8 +6,8 @@ use std::time::Duration;
 use cobordism_protocol::wire::header;
 use cobordism_protocol::Query;
 use cobordism_shard::{
-    ensure_kept_alive, unreadable, wait_resident, BodyPool, Coalescer, Ensure, Framing, Isolate,
-    MetricPoint, PassSummary, Residency, Runtime, Settings, Shard, ShardError,
+    ensure_kept_alive, unreadable, wait_resident, BodyPool, Coalescer, Ensure, Event, Framing,
+    Isolate, PassSummary, Residency, Runtime, Settings, Shard, ShardError,
 };
 use futures_util::future::LocalBoxFuture;
 use futures_util::{FutureExt, Stream, StreamExt};
@@ -77,9 +77,10 @@ async fn resident(cfg: &Settings, host: &Host<'_>) -> Result<Residency, ShardErr
 /// `waitUntil`.
 pub async fn warm(cfg: &Settings, host: &Host<'_>, req: &Request) -> Result<Response, ApiError> {
     let keep_alive = |work: LocalBoxFuture<'static, Result<(), ShardError>>| {
-        let logged = work.map(|done| {
+        let shard = cfg.shard_index;
+        let logged = work.map(move |done| {
             if let Err(e) = done {
-                worker::console_error!("warm-up failed: {e}");
+                telemetry::event(&Event::warm_up_failed(shard, &e));
             }
         });
         (host.keep_alive)(logged.boxed_local())
@@ -146,13 +147,7 @@ pub async fn lm_head(
     // arrive meanwhile join this one's pass (cobordism_shard::Coalescer says how many turns).
     let next_turn = cfg.coalesce.then_some(|| Delay::from(Duration::ZERO));
     let body = body_chunks(req)?;
-    let resident = || async {
-        let residency = resident(cfg, host).await?;
-        if let Some(why) = &residency.check_error {
-            worker::console_error!("manifest check failed, serving the resident slice: {why}");
-        }
-        Ok(residency)
-    };
+    let resident = || resident(cfg, host);
     let served = isolate
         .lm_head(
             cfg,
@@ -167,22 +162,13 @@ pub async fn lm_head(
     let headers = Headers::new();
     headers.set(header::CONTENT_TYPE, "application/octet-stream")?;
     headers.set(header::CACHE_CONTROL, "no-store")?;
-    let facts = served.headers(cfg, &query);
-    let point = MetricPoint::of(
-        Some(cfg.shard_index),
-        200,
-        facts.cache.name(),
-        facts.precision,
-        facts.reply,
-    )
-    .with_sizes(facts.pass_vectors, facts.batch, facts.load_ms);
-    telemetry::record(host.env, point);
+    telemetry::record(host.env, served.metric_point(cfg, &query));
     let summary =
         PASS_SUMMARY.with(|p| p.due(js_sys::Date::now(), cfg.shard_index, &passes.stats()));
     if let Some(line) = summary {
         telemetry::log(&line);
     }
-    for (name, value) in facts.pairs() {
+    for (name, value) in served.headers(cfg, &query).pairs() {
         headers.set(name, &value)?;
     }
     Ok(Response::builder()
@@ -192,7 +178,9 @@ pub async fn lm_head(
 
 /// `GET /healthz` for callers without access: the state and nothing else.
 pub fn healthz_public() -> Result<Response, ApiError> {
-    let report = SHARD.with(Rc::clone).public_health_report(js_sys::Date::now());
+    let report = SHARD
+        .with(Rc::clone)
+        .public_health_report(js_sys::Date::now());
     Ok(Response::from_json(&report)?)
 }
 

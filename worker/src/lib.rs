@@ -49,6 +49,9 @@ enum Route {
     Forget,
     #[cfg(feature = "fault-injection")]
     Oom,
+    /// The object's keep-warm alarm, as its storage holds it.
+    #[cfg(feature = "fault-injection")]
+    Alarm,
 }
 
 /// The route `req` asks for (`inside_object`: the path the front forwards `PublicHealth` as is
@@ -66,6 +69,8 @@ fn route_of(req: &Request, inside_object: bool) -> Result<Route, ApiError> {
         "/__fault/forget" => (Route::Forget, post, "POST"),
         #[cfg(feature = "fault-injection")]
         "/__fault/oom" => (Route::Oom, post, "POST"),
+        #[cfg(feature = "fault-injection")]
+        "/__fault/alarm" => (Route::Alarm, post, "POST"),
         "/healthz" => (Route::Health, true, "GET, HEAD"),
         object::PUBLIC_HEALTH if inside_object => (Route::PublicHealth, true, "GET, HEAD"),
         _ => return Err(ApiError::new(ErrorCode::NotFound, "no such route")),
@@ -133,6 +138,8 @@ async fn serve(
         Route::Forget => fault::forget(),
         #[cfg(feature = "fault-injection")]
         Route::Oom => fault::exhaust_memory(),
+        #[cfg(feature = "fault-injection")]
+        Route::Alarm => fault::no_alarm(),
         Route::Warm => handlers::warm(cfg, host, &req).await,
         Route::LmHead => handlers::lm_head(cfg, host, &mut req).await,
     }

@@ -9,7 +9,7 @@ use cobordism_protocol::ErrorCode;
 use std::time::Duration;
 
 use cobordism_shard::object::FORWARD_TIMEOUT_MS;
-use cobordism_shard::{object_name, KeepWarm, Settings, ShardError};
+use cobordism_shard::{object_name, Event, KeepWarm, Settings, ShardError};
 use futures_util::future::{select, Either};
 use wasm_bindgen::prelude::*;
 use worker::worker_sys::{web_sys, DurableObjectState};
@@ -17,7 +17,7 @@ use worker::{Delay, Env, Method, Request, Response, State};
 
 use crate::error::ApiError;
 use crate::handlers::{self, Host};
-use crate::{config, route_of, serve, Route};
+use crate::{config, route_of, serve, telemetry, Route};
 
 /// The Durable Object namespace binding of the shard's object class.
 const BINDING: &str = "SHARD_OBJECT";
@@ -92,9 +92,13 @@ async fn in_object(req: Request, env: &Env, state: &State) -> Result<Response, A
     if route == Route::PublicHealth {
         return handlers::healthz_public();
     }
+    #[cfg(feature = "fault-injection")]
+    if route == Route::Alarm {
+        return crate::fault::alarm(state).await;
+    }
     let cfg = config::settings(env)?;
     let alarm = KEEP_WARM.with(|k| k.on_request(&object_id(state), js_sys::Date::now(), &cfg));
-    set_alarm(state, alarm).await;
+    set_alarm(state, &cfg, alarm).await;
     let keep_alive = |work| state.wait_until(work);
     let host = Host {
         env,
@@ -112,10 +116,15 @@ pub async fn object_alarm(env: Env, state: DurableObjectState) {
         Ok(cfg) => {
             let next =
                 KEEP_WARM.with(|k| k.on_alarm(&object_id(&state), js_sys::Date::now(), &cfg));
-            set_alarm(&state, next).await;
+            set_alarm(&state, &cfg, next).await;
         }
-        Err(e) => worker::console_error!("keep-warm alarm: {e}"),
+        Err(e) => keep_warm_failed(telemetry::shard_index(&env), &e.to_string()),
     }
+}
+
+/// Logs that the keep-warm alarm failed (`cobordism_shard::Event::KeepWarmFailed`).
+fn keep_warm_failed(shard: Option<usize>, why: &str) {
+    telemetry::event(&Event::KeepWarmFailed { shard, why });
 }
 
 /// The object's id, the key of its keep-warm state (objects of one class may share an isolate).
@@ -125,10 +134,10 @@ fn object_id(state: &State) -> String {
 
 /// Sets the object's alarm `in_ms` from now, if asked; a failure is logged and forgotten, so
 /// that the next request sets it again.
-async fn set_alarm(state: &State, in_ms: Option<f64>) {
+async fn set_alarm(state: &State, cfg: &Settings, in_ms: Option<f64>) {
     let Some(in_ms) = in_ms else { return };
     if let Err(e) = state.storage().set_alarm(in_ms as i64).await {
-        worker::console_error!("keep-warm alarm not set: {e}");
+        keep_warm_failed(Some(cfg.shard_index), &format!("alarm not set: {e}"));
         KEEP_WARM.with(|k| k.alarm_failed(&object_id(state)));
     }
 }

@@ -1,8 +1,10 @@
-//! The operator's log lines and metrics (`cobordism_shard::events` decides their shape): each
-//! line goes to `console.log` (Workers Logs, `wrangler tail`), each data point to the optional
-//! Workers Analytics Engine binding `METRICS` (nothing when it is absent).
+//! The operator's log lines and metrics, printed and written as `cobordism_shard::events` builds
+//! them (it decides their shape, and which answers write any): each line goes to `console.log`
+//! (Workers Logs, `wrangler tail`), the only console call of the Worker's Rust code; each data
+//! point to the optional Workers Analytics Engine binding `METRICS` (nothing when it is absent).
 
-use cobordism_shard::{Event, MetricPoint, ShardError};
+use cobordism_shard::{Event, MetricPoint, Settings, ShardError};
+use wasm_bindgen::prelude::*;
 use worker::{AnalyticsEngineDataPointBuilder, Env};
 
 use crate::config::var;
@@ -15,9 +17,21 @@ pub fn log(line: &str) {
     worker::console_log!("{line}");
 }
 
+/// Logs `event`.
+pub fn event(event: &Event<'_>) {
+    log(&event.line());
+}
+
+/// The line `worker/entry.mjs` prints when it replaces a broken wasm instance, read once while
+/// the instance is sound (`cobordism_shard::events` says why).
+#[wasm_bindgen(js_name = instanceResetLine)]
+pub fn instance_reset_line() -> String {
+    Event::InstanceReset.line()
+}
+
 /// `SHARD_INDEX`, when it is a number (errors are logged before the settings are checked).
-fn shard_index(env: &Env) -> Option<usize> {
-    var(env, "SHARD_INDEX").and_then(|v| v.trim().parse().ok())
+pub fn shard_index(env: &Env) -> Option<usize> {
+    Settings::shard_index_of(|name| var(env, name))
 }
 
 /// Writes `point` to `METRICS`, if bound; a failure is logged, never answered.
@@ -31,19 +45,21 @@ pub fn record(env: &Env, point: MetricPoint) {
         .doubles(point.doubles)
         .write_to(&dataset);
     if let Err(e) = written {
-        worker::console_error!("METRICS: {e}");
+        let why = e.to_string();
+        event(&Event::MetricsFailed {
+            index: &point.index,
+            why: &why,
+        });
     }
 }
 
-/// An error answer's log line and data point.
+/// An error answer's log line and data point, if it writes any.
 pub fn error(env: &Env, e: &ShardError) {
     let shard = shard_index(env);
-    let event = Event::Error {
-        shard,
-        code: e.code.name(),
-        status: e.status(),
-    };
-    log(&event.line());
-    let point = MetricPoint::of(shard, e.status(), "-", "-", e.code.name());
-    record(env, point);
+    if let Some(line) = Event::error(shard, e) {
+        event(&line);
+    }
+    if let Some(point) = MetricPoint::error(shard, e) {
+        record(env, point);
+    }
 }

@@ -117,6 +117,12 @@ impl Settings {
         })
     }
 
+    /// `SHARD_INDEX` alone, if it is a number (read as [`Settings::from_vars`] reads it): the
+    /// shard that the log lines and data points of answers given without settings name.
+    pub fn shard_index_of(var: impl Fn(&str) -> Option<String>) -> Option<usize> {
+        number(&var, "SHARD_INDEX", None).ok()
+    }
+
     /// Key of the manifest.
     pub fn manifest_key(&self) -> String {
         format!("{}/manifest.json", self.prefix)

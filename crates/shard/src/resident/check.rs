@@ -1,15 +1,16 @@
 //! The manifest checks of a resident slice (`Recheck` in the diagram): stale-while-revalidate.
 //! Every `MANIFEST_TTL_MS` one request compares the manifest's etag with the resident one's; the
 //! slice keeps answering meanwhile. A failed check (store error, manifest gone or invalid, the
-//! new version failing to load) keeps the slice and retries after 1, 2, 4 … 60 s; only a
-//! successful check naming a new version replaces it, loaded beside the old one when the budget
-//! holds both, after dropping it when not.
+//! new version failing to load) is logged (`check_failed`), keeps the slice and retries after
+//! 1, 2, 4 … 60 s; only a successful check naming a new version replaces it, loaded beside the
+//! old one when the budget holds both, after dropping it when not.
 
 use cobordism_protocol::{Manifest, MemoryNeed};
 
 use super::fetch::read_manifest;
 use super::{Phase, Residency, Shard};
 use crate::error::ShardError;
+use crate::events::Event;
 use crate::settings::Settings;
 use crate::stall::stalled;
 use crate::store::Host;
@@ -107,7 +108,7 @@ impl Shard {
                 }
                 Ok(Residency::hit())
             }
-            Err(why) => Ok(self.check_failed(now, why)),
+            Err(why) => Ok(self.check_failed(cfg, host, &version, why)),
             Ok(Found::New { etag, manifest }) => {
                 let both_fit = {
                     let mut s = self.state.borrow_mut();
@@ -143,7 +144,8 @@ impl Shard {
                 match self.load(cfg, host, Some((etag, *manifest))).await {
                     Err(e) if both_fit => {
                         let why = e.internal.clone().unwrap_or(e.detail);
-                        Ok(self.check_failed(host.now_ms(), format!("the new version: {why}")))
+                        let why = format!("the new version: {why}");
+                        Ok(self.check_failed(cfg, host, &version, why))
                     }
                     other => other,
                 }
@@ -151,8 +153,22 @@ impl Shard {
         }
     }
 
-    /// Records a failed check: the resident slice keeps answering, the next check backs off.
-    fn check_failed(&self, now: f64, why: String) -> Residency {
+    /// Records a failed check of `version` (and logs it): the resident slice keeps answering,
+    /// the next check backs off.
+    fn check_failed(
+        &self,
+        cfg: &Settings,
+        host: &impl Host,
+        version: &str,
+        why: String,
+    ) -> Residency {
+        let event = Event::CheckFailed {
+            shard: cfg.shard_index,
+            version,
+            why: &why,
+        };
+        host.log(&event.line());
+        let now = host.now_ms();
         if let Phase::Ready { check, .. } = &mut self.state.borrow_mut().phase {
             check.failures += 1;
             check.due_ms = now + backoff_ms(check.failures);
