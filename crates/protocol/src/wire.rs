@@ -23,7 +23,8 @@ pub mod header {
     pub const PRECISION: &str = "X-Precision";
     /// The manifest version the logits come from.
     pub const MANIFEST_VERSION: &str = "X-Manifest-Version";
-    /// `hit` when the slice was resident, `miss` when this request waited for its load.
+    /// `hit` when the slice was resident, `miss` when this request loaded it, `wait` when it
+    /// waited for another request's load.
     pub const CACHE: &str = "X-Cache";
     /// `load;dur=MS[, compute;dur=MS]`.
     pub const SERVER_TIMING: &str = "Server-Timing";

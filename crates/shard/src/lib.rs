@@ -2,9 +2,9 @@
 //! shell over it:
 //!
 //! * [`Shard`]: the resident slice's life cycle (load, check, replace, fail, recover) over a
-//!   [`Host`] (the object store and the clock: R2 in the Worker, a store that fails on demand
-//!   in the tests), and [`Resident::logits`], the answer's computation; the slice is read as
-//!   concurrent ranges ([`ranges`]);
+//!   [`Host`] (the object store, the clock and the operator's log: R2 in the Worker, a store that
+//!   fails on demand in the tests), and [`Resident::logits`], the answer's computation; the
+//!   slice is read as concurrent ranges ([`ranges`]);
 //! * [`Coalescer`]: concurrent requests computed as one batch (a *pass*), each answered with the
 //!   bits it would get alone;
 //! * [`BodyPool`]: request bodies held in a bounded pool of buffers; [`declared_length`]: how

@@ -1,5 +1,5 @@
 //! What the shard needs of its host: an object store (R2 in the Worker, an in-memory store that
-//! fails on demand in the tests) and a clock.
+//! fails on demand in the tests), a clock and the operator's log.
 
 use core::fmt;
 
@@ -92,7 +92,7 @@ pub(crate) async fn read_chunks<B: ObjectBody, E>(
     }
 }
 
-/// The host: object store and clock.
+/// The host: object store, clock and the operator's log.
 #[allow(async_fn_in_trait)]
 pub trait Host {
     /// How an object's bytes arrive.

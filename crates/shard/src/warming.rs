@@ -29,11 +29,19 @@ use crate::{Residency, Resident, Settings, Shard, ShardError};
 /// request.
 pub type Ensure<'a> = LocalBoxFuture<'a, Result<Residency, ShardError>>;
 
-/// Polls `ensure` once: its outcome if it needed no I/O, else the future, waiting for storage.
-async fn at_once(mut ensure: Ensure<'_>) -> Result<Result<Residency, ShardError>, Ensure<'_>> {
+/// What polling an [`Ensure`] once gave.
+enum FirstPoll<'a> {
+    /// It needed no I/O: its outcome.
+    Done(Result<Residency, ShardError>),
+    /// It waits for storage: the future, to be awaited or kept alive.
+    Waiting(Ensure<'a>),
+}
+
+/// Polls `ensure` once.
+async fn poll_once(mut ensure: Ensure<'_>) -> FirstPoll<'_> {
     match poll_fn(|cx| Poll::Ready(Pin::new(&mut ensure).poll(cx))).await {
-        Poll::Ready(done) => Ok(done),
-        Poll::Pending => Err(ensure),
+        Poll::Ready(done) => FirstPoll::Done(done),
+        Poll::Pending => FirstPoll::Waiting(ensure),
     }
 }
 
@@ -43,9 +51,9 @@ pub async fn ensure_kept_alive<'a>(
     ensure: Ensure<'a>,
     keep_alive: impl FnOnce(LocalBoxFuture<'a, ()>),
 ) -> Result<Residency, ShardError> {
-    match at_once(ensure).await {
-        Ok(done) => done,
-        Err(waiting) => {
+    match poll_once(ensure).await {
+        FirstPoll::Done(done) => done,
+        FirstPoll::Waiting(waiting) => {
             let shared = waiting.shared();
             keep_alive(shared.clone().map(drop).boxed_local());
             shared.await
@@ -72,10 +80,10 @@ impl Shard {
             ));
         }
         let precision = query.precision;
-        match at_once(ensure).await {
-            Ok(Err(e)) if e.code != ErrorCode::SliceLoading => return Err(e),
-            Ok(_) => {}
-            Err(waiting) => {
+        match poll_once(ensure).await {
+            FirstPoll::Done(Err(e)) if e.code != ErrorCode::SliceLoading => return Err(e),
+            FirstPoll::Done(_) => {}
+            FirstPoll::Waiting(waiting) => {
                 let shard = Rc::clone(&self);
                 keep_alive(
                     waiting
