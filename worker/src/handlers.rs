@@ -48,14 +48,14 @@ fn wasm_memory_bytes() -> u64 {
 
 /// `Shard::ensure` over R2 as a future that owns what it uses, so that it may outlive the
 /// request.
-fn ensure(cfg: &Settings, env: &Env) -> Result<Ensure<'static>, ShardError> {
+fn ensure_future(cfg: &Settings, env: &Env) -> Result<Ensure<'static>, ShardError> {
     let (shard, cfg, r2) = (SHARD.with(Rc::clone), cfg.clone(), R2::from_env(env)?);
     Ok(async move { shard.ensure(&cfg, &r2).await }.boxed_local())
 }
 
-/// What a request runs on: the Worker's bindings, and the host's `waitUntil` (the request's
+/// What a request runs on: the Worker's bindings, and the runtime's `waitUntil` (the request's
 /// `ctx.waitUntil` in a Worker, the object's `state.waitUntil` in a Durable Object).
-pub struct Host<'a> {
+pub struct Scope<'a> {
     /// The bindings and variables.
     pub env: &'a Env,
     /// Keeps work going after the answer.
@@ -66,16 +66,16 @@ pub struct Host<'a> {
 
 /// Makes sure the slice is resident, a load kept going by `waitUntil` and waited for on this
 /// request's own timer (`cobordism_shard::wait_resident` says how long).
-async fn resident(cfg: &Settings, host: &Host<'_>) -> Result<Residency, ShardError> {
+async fn resident(cfg: &Settings, scope: &Scope<'_>) -> Result<Residency, ShardError> {
     let sleep = |ms: f64| Delay::from(Duration::from_secs_f64(ms / 1000.0));
-    let keep_alive = |work| (host.keep_alive)(work);
-    let ensure_once = || async { ensure_kept_alive(ensure(cfg, host.env)?, keep_alive).await };
-    wait_resident(ensure_once, sleep).await
+    let keep_alive = |work| (scope.keep_alive)(work);
+    let attempt = || async { ensure_kept_alive(ensure_future(cfg, scope.env)?, keep_alive).await };
+    wait_resident(attempt, sleep).await
 }
 
 /// `POST /cobordism-lm-head/warm`: `cobordism_shard::Shard::warm`, its load kept going by
 /// `waitUntil`.
-pub async fn warm(cfg: &Settings, host: &Host<'_>, req: &Request) -> Result<Response, ApiError> {
+pub async fn warm(cfg: &Settings, scope: &Scope<'_>, req: &Request) -> Result<Response, ApiError> {
     let keep_alive = |work: LocalBoxFuture<'static, Result<(), ShardError>>| {
         let shard = cfg.shard_index;
         let logged = work.map(move |done| {
@@ -83,12 +83,12 @@ pub async fn warm(cfg: &Settings, host: &Host<'_>, req: &Request) -> Result<Resp
                 telemetry::event(&Event::warm_up_failed(shard, &e));
             }
         });
-        (host.keep_alive)(logged.boxed_local())
+        (scope.keep_alive)(logged.boxed_local())
     };
     let shard = SHARD.with(Rc::clone);
-    let ensure = ensure(cfg, host.env)?;
+    let load = ensure_future(cfg, scope.env)?;
     let report = shard
-        .warm(cfg, &query(req)?, ensure, keep_alive, js_sys::Date::now)
+        .warm(cfg, &query(req)?, load, keep_alive, js_sys::Date::now)
         .await?;
     Ok(Response::from_json(&report)?.with_status(report.status()))
 }
@@ -121,7 +121,7 @@ fn body_chunks(
 /// request's body and the wait for the slice; the answer with its headers.
 pub async fn lm_head(
     cfg: &Settings,
-    host: &Host<'_>,
+    scope: &Scope<'_>,
     req: &mut Request,
 ) -> Result<Response, ApiError> {
     let query = query(req)?;
@@ -147,7 +147,7 @@ pub async fn lm_head(
     // arrive meanwhile join this one's pass (cobordism_shard::Coalescer says how many turns).
     let next_turn = cfg.coalesce.then_some(|| Delay::from(Duration::ZERO));
     let body = body_chunks(req)?;
-    let resident = || resident(cfg, host);
+    let resident = || resident(cfg, scope);
     let served = isolate
         .lm_head(
             cfg,
@@ -162,7 +162,7 @@ pub async fn lm_head(
     let headers = Headers::new();
     headers.set(header::CONTENT_TYPE, "application/octet-stream")?;
     headers.set(header::CACHE_CONTROL, "no-store")?;
-    telemetry::record(host.env, served.metric_point(cfg, &query));
+    telemetry::record(scope.env, served.metric_point(cfg, &query));
     let summary =
         PASS_SUMMARY.with(|p| p.due(js_sys::Date::now(), cfg.shard_index, &passes.stats()));
     if let Some(line) = summary {
@@ -185,7 +185,7 @@ pub fn healthz_public() -> Result<Response, ApiError> {
 }
 
 /// `GET /healthz`: the shard's state, without loading anything.
-pub fn healthz(cfg: &Settings, host: &Host<'_>) -> Result<Response, ApiError> {
+pub fn healthz(cfg: &Settings, scope: &Scope<'_>) -> Result<Response, ApiError> {
     let (shard, passes) = (SHARD.with(Rc::clone), PASSES.with(Rc::clone));
     let now = js_sys::Date::now();
     let report = BODIES.with(|bodies| {
@@ -201,7 +201,7 @@ pub fn healthz(cfg: &Settings, host: &Host<'_>) -> Result<Response, ApiError> {
                 wasm_memory_bytes: wasm_memory_bytes(),
                 backend: kquant::Backend::best().name(),
                 build_version: env!("CARGO_PKG_VERSION"),
-                object: host.object.clone(),
+                object: scope.object.clone(),
                 age_ms: now - STARTED_MS.with(|t| *t),
             },
         )

@@ -29,7 +29,7 @@ use cobordism_shard::{ResidencyMode, Settings};
 use worker::{event, Context, Env, Method, Request, Response};
 
 use error::ApiError;
-use handlers::Host;
+use handlers::Scope;
 
 /// What a request asks for, once its path and method are known to match.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,12 +114,12 @@ async fn front(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiEr
         return object::forward(req, env, &cfg, route == Route::PublicHealth).await;
     }
     let keep_alive = |work| ctx.wait_until(work);
-    let host = Host {
+    let scope = Scope {
         env,
         keep_alive: &keep_alive,
         object: None,
     };
-    serve(route, req, &cfg, &host).await
+    serve(route, req, &cfg, &scope).await
 }
 
 /// The route's work, in the Worker or in the shard's object.
@@ -127,10 +127,10 @@ async fn serve(
     route: Route,
     mut req: Request,
     cfg: &Settings,
-    host: &Host<'_>,
+    scope: &Scope<'_>,
 ) -> Result<Response, ApiError> {
     match route {
-        Route::Health => handlers::healthz(cfg, host),
+        Route::Health => handlers::healthz(cfg, scope),
         Route::PublicHealth => handlers::healthz_public(),
         #[cfg(feature = "fault-injection")]
         Route::Panic | Route::PanicHere => fault::panic(),
@@ -140,7 +140,7 @@ async fn serve(
         Route::Oom => fault::exhaust_memory(),
         #[cfg(feature = "fault-injection")]
         Route::Alarm => fault::no_alarm(),
-        Route::Warm => handlers::warm(cfg, host, &req).await,
-        Route::LmHead => handlers::lm_head(cfg, host, &mut req).await,
+        Route::Warm => handlers::warm(cfg, scope, &req).await,
+        Route::LmHead => handlers::lm_head(cfg, scope, &mut req).await,
     }
 }

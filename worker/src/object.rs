@@ -16,7 +16,7 @@ use worker::worker_sys::{web_sys, DurableObjectState};
 use worker::{Delay, Env, Method, Request, Response, State};
 
 use crate::error::ApiError;
-use crate::handlers::{self, Host};
+use crate::handlers::{self, Scope};
 use crate::{config, route_of, serve, telemetry, Route};
 
 /// The Durable Object namespace binding of the shard's object class.
@@ -100,12 +100,12 @@ async fn in_object(req: Request, env: &Env, state: &State) -> Result<Response, A
     let alarm = KEEP_WARM.with(|k| k.on_request(&object_id(state), js_sys::Date::now(), &cfg));
     set_alarm(state, &cfg, alarm).await;
     let keep_alive = |work| state.wait_until(work);
-    let host = Host {
+    let scope = Scope {
         env,
         keep_alive: &keep_alive,
         object: state.id().name(),
     };
-    serve(route, req, &cfg, &host).await
+    serve(route, req, &cfg, &scope).await
 }
 
 /// `ShardObject.alarm`: the keep-warm alarm.

@@ -1,7 +1,7 @@
 //! The shard's host in Workers: the R2 bucket as its object store, and the Worker's clock
 //! (which in production advances only with I/O).
 
-use cobordism_shard::{Chunk, Host, Object, ObjectBody, ShardError, StoreError};
+use cobordism_shard::{Chunk, Host, ObjectBody, ShardError, StoreError, StoredObject};
 use futures_util::StreamExt;
 use js_sys::Uint8Array;
 use wasm_bindgen::JsCast;
@@ -59,7 +59,7 @@ impl ObjectBody for R2Body {
 }
 
 /// An R2 object as the shard reads it: etag, whole size, body stream.
-fn streamed(object: worker::Object) -> Result<Object<R2Body>, StoreError> {
+fn streamed(object: worker::Object) -> Result<StoredObject<R2Body>, StoreError> {
     let body = match object.body().map(|b| b.response_body()).transpose() {
         Ok(None) => None,
         Ok(Some(ResponseBody::Stream(s))) => {
@@ -68,7 +68,7 @@ fn streamed(object: worker::Object) -> Result<Object<R2Body>, StoreError> {
         Ok(Some(_)) => return Err(StoreError("R2 gave a body that is not a stream".into())),
         Err(e) => return Err(failed(e)),
     };
-    Ok(Object {
+    Ok(StoredObject {
         etag: object.etag(),
         size: object.size(),
         body: R2Body(body),
@@ -87,7 +87,7 @@ impl Host for R2 {
         Ok(object.map(|o| o.etag()))
     }
 
-    async fn get(&self, key: &str) -> Result<Option<Object<R2Body>>, StoreError> {
+    async fn get(&self, key: &str) -> Result<Option<StoredObject<R2Body>>, StoreError> {
         let object = self.0.get(key).execute().await.map_err(failed)?;
         object.map(streamed).transpose()
     }
@@ -97,7 +97,7 @@ impl Host for R2 {
         key: &str,
         start: u64,
         len: u64,
-    ) -> Result<Option<Object<R2Body>>, StoreError> {
+    ) -> Result<Option<StoredObject<R2Body>>, StoreError> {
         let range = Range::OffsetWithLength {
             offset: start,
             length: len,

@@ -50,6 +50,6 @@ pub use ranges::{DEFAULT_LOAD_STREAMS, MAX_LOAD_STREAMS};
 pub use report::Runtime;
 pub use resident::{Health, Residency, Resident, Shard};
 pub use settings::Settings;
-pub use store::{Chunk, Host, Object, ObjectBody, StoreError};
+pub use store::{Chunk, Host, ObjectBody, StoreError, StoredObject};
 pub use waiting::{wait_resident, LOAD_POLLS, LOAD_POLL_MS};
 pub use warming::{ensure_kept_alive, Ensure};

@@ -15,7 +15,7 @@ impl fmt::Display for StoreError {
 
 /// An object being read: its etag, its size, and its bytes (all of them, or the range asked
 /// for) as a stream of chunks.
-pub struct Object<B> {
+pub struct StoredObject<B> {
     /// Changes whenever the object is written.
     pub etag: String,
     /// Bytes of the whole object, as the store reports them (also when a range was read).
@@ -102,7 +102,7 @@ pub trait Host {
     async fn etag(&self, key: &str) -> Result<Option<String>, StoreError>;
 
     /// The object `key`, `None` if there is none.
-    async fn get(&self, key: &str) -> Result<Option<Object<Self::Body>>, StoreError>;
+    async fn get(&self, key: &str) -> Result<Option<StoredObject<Self::Body>>, StoreError>;
 
     /// Bytes `start .. start + len` of the object `key` (`len` > 0, within the object), `None`
     /// if there is no such object. Several ranges of one object may be read at once.
@@ -111,7 +111,7 @@ pub trait Host {
         key: &str,
         start: u64,
         len: u64,
-    ) -> Result<Option<Object<Self::Body>>, StoreError>;
+    ) -> Result<Option<StoredObject<Self::Body>>, StoreError>;
 
     /// Milliseconds on the host's clock. In production Workers it advances only with I/O, so
     /// it measures waiting (loads, checks), never computation.

@@ -12,7 +12,7 @@ use super::{Resident, Shard};
 use crate::error::{corrupt, reserve, slice_loading, store_failed, zeroed, ShardError, SUPERSEDED};
 use crate::ranges::{read_ranges, ReadFailure};
 use crate::settings::Settings;
-use crate::store::{read_chunks, Chunk, ChunksStop, Host, Object, ObjectBody};
+use crate::store::{read_chunks, Chunk, ChunksStop, Host, ObjectBody, StoredObject};
 
 /// Reads the whole of `body`, refusing more than `cap` bytes.
 async fn read_all(body: &mut impl ObjectBody, cap: u64) -> Result<Vec<u8>, String> {
@@ -37,7 +37,7 @@ async fn get_object<H: Host>(
     host: &H,
     key: &str,
     missing: impl FnOnce(&str) -> ShardError,
-) -> Result<Object<H::Body>, ShardError> {
+) -> Result<StoredObject<H::Body>, ShardError> {
     host.get(key)
         .await
         .map_err(|e| store_failed(format_args!("reading {key}: {e}")))?

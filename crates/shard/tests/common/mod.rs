@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use cobordism_protocol::{
     slice_key, Checksum, Manifest, Precision, ShardEntry, FORMAT, FORMAT_VERSION,
 };
-use cobordism_shard::{Host, Object, ObjectBody, Settings, Shard, ShardError, StoreError};
+use cobordism_shard::{Host, ObjectBody, Settings, Shard, ShardError, StoreError, StoredObject};
 use kquant::synth::{random_blocks, SplitMix64};
 use kquant::{QMatrix, QuantType};
 
@@ -227,15 +227,19 @@ impl Host for Store {
         Ok(self.objects.borrow().get(key).map(|(e, _)| e.clone()))
     }
 
-    async fn get(&self, key: &str) -> Result<Option<Object<Body>>, StoreError> {
+    async fn get(&self, key: &str) -> Result<Option<StoredObject<Body>>, StoreError> {
         if self.faults.get().get_fails {
             return Err(StoreError("get: internal error".into()));
         }
-        Ok(self.objects.borrow().get(key).map(|(etag, data)| Object {
-            etag: etag.clone(),
-            size: data.len() as u64,
-            body: self.body(data.clone()),
-        }))
+        Ok(self
+            .objects
+            .borrow()
+            .get(key)
+            .map(|(etag, data)| StoredObject {
+                etag: etag.clone(),
+                size: data.len() as u64,
+                body: self.body(data.clone()),
+            }))
     }
 
     async fn get_range(
@@ -243,7 +247,7 @@ impl Host for Store {
         key: &str,
         start: u64,
         len: u64,
-    ) -> Result<Option<Object<Body>>, StoreError> {
+    ) -> Result<Option<StoredObject<Body>>, StoreError> {
         if self.faults.get().get_fails {
             return Err(StoreError("get: internal error".into()));
         }
@@ -277,7 +281,7 @@ impl Host for Store {
             RangeFault::Delay(polls) => body.delay = polls,
             _ => {}
         }
-        Ok(Some(Object {
+        Ok(Some(StoredObject {
             etag: etag.clone(),
             size: data.len() as u64,
             body,
