@@ -5,7 +5,7 @@
 use core::cell::RefCell;
 
 use cobordism_protocol::{
-    Checksum, ErrorCode, Manifest, MemoryNeed, MAX_BATCH, MAX_MANIFEST_BYTES,
+    Checksum, ErrorCode, Manifest, MemoryNeed, ShardEntry, MAX_BATCH, MAX_MANIFEST_BYTES,
 };
 
 use super::{Resident, Shard};
@@ -91,58 +91,154 @@ pub(super) async fn read_manifest<H: Host>(
     Ok((object.etag, manifest))
 }
 
+/// This shard's entry of `manifest` and the memory it needs; `413 over_budget` if that is more
+/// than `MEMORY_BUDGET_MIB` allows.
+fn entry_within_budget(
+    cfg: &Settings,
+    manifest: &Manifest,
+) -> Result<(ShardEntry, MemoryNeed), ShardError> {
+    let entry = manifest
+        .shards
+        .get(cfg.shard_index)
+        .cloned()
+        .ok_or_else(|| ShardError::config("SHARD_INDEX is not in the manifest"))?;
+    let need = MemoryNeed::of_shard(manifest, &entry);
+    if need.fits(cfg.budget_bytes) {
+        return Ok((entry, need));
+    }
+    let mib = need.least_budget() as f64 / 1048576.0;
+    Err(ShardError::new(
+        ErrorCode::OverBudget,
+        format!(
+            "this shard's slice needs {mib:.1} MiB of wasm memory with its buffers, more than \
+             MEMORY_BUDGET_MIB allows; cut the model into more shards (cobordism plan)"
+        ),
+    )
+    .with_internal(format_args!(
+        "{}: needs {} bytes, budget {} bytes",
+        entry.key,
+        need.least_budget(),
+        cfg.budget_bytes
+    )))
+}
+
+/// The error a failed ranged read of the slice `key` (the manifest's `entry`) answers.
+fn read_error(key: &str, entry: &ShardEntry, failure: ReadFailure) -> ShardError {
+    match failure {
+        ReadFailure::Missing => ShardError::new(
+            ErrorCode::SliceMissing,
+            format!(
+                "this shard's slice {key:?}, named by the manifest, is not in the bucket: upload \
+                 the model again (cobordism upload)"
+            ),
+        ),
+        ReadFailure::Size(n) => {
+            let what = format_args!("{n} bytes, manifest says {}", entry.bytes);
+            corrupt(key, "size", what)
+        }
+        ReadFailure::Store(why) => store_failed(format_args!("reading {key}: {why}")),
+        ReadFailure::Changed => store_failed(format_args!(
+            "{key} was written while it was read; the next load reads it again"
+        )),
+        ReadFailure::Write(e) => e,
+    }
+}
+
+/// Whether all `size` bytes of the slice `key` were hashed, and to the manifest's checksum.
+fn check_sum(
+    key: &str,
+    entry: &ShardEntry,
+    size: usize,
+    (checksum, done): (Checksum, usize),
+) -> Result<(), ShardError> {
+    if done != size {
+        // `read_ranges` returned: every range is filled, so the prefix is the whole slice.
+        return Err(ShardError::internal(format_args!(
+            "{key}: {done} of {size} bytes hashed"
+        )));
+    }
+    let sum = checksum.finish();
+    if sum != entry.checksum {
+        let what = format_args!("checksum {sum}, manifest says {}", entry.checksum);
+        return Err(corrupt(key, "checksum", what));
+    }
+    Ok(())
+}
+
 impl Shard {
-    /// Reads the manifest (unless given) and streams this shard's slice into `buf`.
+    /// Reads the manifest (unless given) and streams this shard's slice into `buf`: the entry
+    /// and its budget, the buffer reserved and handed to the load's state, the ranges streamed
+    /// in under a running checksum, the checksum compared.
     pub(super) async fn fetch<H: Host>(
         &self,
         cfg: &Settings,
         host: &H,
         generation: u64,
-        mut buf: Vec<u8>,
+        buf: Vec<u8>,
         known: Option<(String, Manifest)>,
     ) -> Result<Box<Resident>, ShardError> {
         let (etag, manifest) = match known {
             Some(k) => k,
             None => read_manifest(cfg, host).await?,
         };
-        let entry = manifest
-            .shards
-            .get(cfg.shard_index)
-            .cloned()
-            .ok_or_else(|| ShardError::config("SHARD_INDEX is not in the manifest"))?;
-        let need = MemoryNeed::of_shard(&manifest, &entry);
-        if !need.fits(cfg.budget_bytes) {
-            return Err(ShardError::new(
-        ErrorCode::OverBudget,
-                format!(
-                    "this shard's slice needs {:.1} MiB of wasm memory with its buffers, more \
-                     than MEMORY_BUDGET_MIB allows; cut the model into more shards (cobordism plan)",
-                    need.least_budget() as f64 / 1048576.0,
-                ),
-            )
-            .with_internal(format_args!(
-                "{}: needs {} bytes, budget {} bytes",
-                entry.key,
-                need.least_budget(),
-                cfg.budget_bytes
-            )));
-        }
+        let (entry, need) = entry_within_budget(cfg, &manifest)?;
         let key = cfg.object_key(&entry.key);
-        let size = usize::try_from(entry.bytes).map_err(|_| corrupt(&key, "size", "too large"))?;
-        buf.clear();
-        reserve(&mut buf, size, format_args!("{size} bytes for {key}"))?;
+        let size = self.reserve_slice(generation, buf, &key, entry.bytes)?;
         let scratch = zeroed(
             MAX_BATCH * manifest.quant_type().scratch_len(manifest.hidden),
             "the kernels' scratch",
         )?;
-        // Hand the reserved buffer to the state, so that it is never held by a request alone.
+        let hashed = self
+            .stream_slice(cfg, host, generation, &key, &entry, size)
+            .await?;
+        let slice = self
+            .with_loading(generation, |l| core::mem::take(&mut l.buf))
+            .ok_or_else(|| slice_loading(SUPERSEDED))?;
+        check_sum(&key, &entry, size, hashed)?;
+        Ok(Box::new(Resident {
+            manifest,
+            entry,
+            need,
+            load_ms: 0.0,
+            etag,
+            slice,
+            scratch,
+        }))
+    }
+
+    /// Reserves `bytes` in `buf` and hands it to the load's state, so that it is never held by
+    /// a request alone; the size as a length.
+    fn reserve_slice(
+        &self,
+        generation: u64,
+        mut buf: Vec<u8>,
+        key: &str,
+        bytes: u64,
+    ) -> Result<usize, ShardError> {
+        let size = usize::try_from(bytes).map_err(|_| corrupt(key, "size", "too large"))?;
+        buf.clear();
+        reserve(&mut buf, size, format_args!("{size} bytes for {key}"))?;
         self.with_loading(generation, |l| {
-            l.buf = core::mem::take(&mut buf);
-            l.expected = entry.bytes;
+            l.buf = buf;
+            l.expected = bytes;
         })
-        .ok_or_else(|| slice_loading(SUPERSEDED))?;
-        // The checksum follows the slice's filled prefix as it grows, so that a single stream
-        // is hashed while it arrives and the rest once the ranges before it are in.
+        .map(|()| size)
+        .ok_or_else(|| slice_loading(SUPERSEDED))
+    }
+
+    /// Streams the slice `key` into the load's buffer as concurrent ranges; the checksum
+    /// follows the buffer's filled prefix as it grows, so that a single stream is hashed while
+    /// it arrives and the rest once the ranges before it are in. Returns the checksum and the
+    /// bytes it covers.
+    async fn stream_slice<H: Host>(
+        &self,
+        cfg: &Settings,
+        host: &H,
+        generation: u64,
+        key: &str,
+        entry: &ShardEntry,
+        size: usize,
+    ) -> Result<(Checksum, usize), ShardError> {
         let hashed = RefCell::new((Checksum::new(), 0usize));
         let write = |at: u64, chunk: &<H::Body as ObjectBody>::Chunk, prefix: u64| {
             let now = host.now_ms();
@@ -168,49 +264,9 @@ impl Shard {
             })
             .ok_or_else(|| slice_loading(SUPERSEDED))
         };
-        read_ranges(host, &key, entry.bytes, cfg.load_streams, &write)
+        read_ranges(host, key, entry.bytes, cfg.load_streams, &write)
             .await
-            .map_err(|failure| match failure {
-                ReadFailure::Missing => ShardError::new(
-                    ErrorCode::SliceMissing,
-                    format!(
-                        "this shard's slice {key:?}, named by the manifest, is not in the \
-                         bucket: upload the model again (cobordism upload)"
-                    ),
-                ),
-                ReadFailure::Size(n) => {
-                    let what = format_args!("{n} bytes, manifest says {}", entry.bytes);
-                    corrupt(&key, "size", what)
-                }
-                ReadFailure::Store(why) => store_failed(format_args!("reading {key}: {why}")),
-                ReadFailure::Changed => store_failed(format_args!(
-                    "{key} was written while it was read; the next load reads it again"
-                )),
-                ReadFailure::Write(e) => e,
-            })?;
-        let slice = self
-            .with_loading(generation, |l| core::mem::take(&mut l.buf))
-            .ok_or_else(|| slice_loading(SUPERSEDED))?;
-        let (checksum, done) = hashed.into_inner();
-        if done != size {
-            // `read_ranges` returned: every range is filled, so the prefix is the whole slice.
-            return Err(ShardError::internal(format_args!(
-                "{key}: {done} of {size} bytes hashed"
-            )));
-        }
-        let sum = checksum.finish();
-        if sum != entry.checksum {
-            let what = format_args!("checksum {sum}, manifest says {}", entry.checksum);
-            return Err(corrupt(&key, "checksum", what));
-        }
-        Ok(Box::new(Resident {
-            manifest,
-            entry,
-            need,
-            load_ms: 0.0,
-            etag,
-            slice,
-            scratch,
-        }))
+            .map_err(|failure| read_error(key, entry, failure))?;
+        Ok(hashed.into_inner())
     }
 }
