@@ -133,17 +133,11 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
 const WRAPPED_R2 = "wrapped-r2";
 const METRICS_STAND_IN = "metrics-stand-in";
 
-/** The worker behind the stand-in `METRICS` binding: an Analytics Engine dataset whose data
- * points are logged, one JSON line each (`{"metric": point}`). */
-function metricsStandIn() {
-  return {
-    name: METRICS_STAND_IN,
-    modules: true,
-    script: `export default function () {
-      return { writeDataPoint(point) { console.log(JSON.stringify({ metric: point })); } };
-    }`,
-  };
-}
+/** A stand-in worker: module `worker/stand-ins/<file>`, loaded by Miniflare as a module worker. */
+const standIn = (name, file, options) => ({ name, modules: true, scriptPath: join(here, "stand-ins", file), ...options });
+
+/** The worker behind the stand-in `METRICS` binding (worker/stand-ins/metrics.mjs). */
+const metricsStandIn = () => standIn(METRICS_STAND_IN, "metrics.mjs");
 
 /** The worker name of shard i's front f (`s<i>`, then `s<i>f<f>`). */
 const frontName = (i, f) => (f === 0 ? `s${i}` : `s${i}f${f}`);
@@ -156,115 +150,24 @@ const routerName = (i) => `s${i}-replicas`;
 
 /**
  * The worker behind a front's `SHARD_OBJECT` when shard i's replicas run in isolates of their
- * own: a `DurableObjectNamespace` (workers-rs checks the class name) whose `getByName`, the
- * one method the front calls, sends the object name `shard-<i>/<r>` (`cobordism_shard::object_name`) to replica r's worker. Any
- * other name is refused, so a change of the naming fails the tests here rather than silently
- * landing every session on one replica.
+ * own (worker/stand-ins/replica-router.mjs): it sends the object name `shard-<i>/<r>` to replica
+ * r's worker, `workerOf(r)`.
  */
 function replicaRouter(i, replicas, workerOf) {
-  const bindings = Object.assign({}, ...Array.from({ length: replicas }, (_, r) => objectBinding(`REPLICA_${r}`, workerOf(r))));
-  return {
-    name: routerName(i),
-    modules: true,
-    script: `
-      class DurableObjectNamespace {
-        constructor(env) { this.env = env; }
-        replica(name) {
-          const prefix = "shard-${i}/";
-          const replica = name.startsWith(prefix) ? name.slice(prefix.length) : "";
-          const namespace = /^[0-9]+$/.test(replica) ? this.env["REPLICA_" + Number(replica)] : undefined;
-          if (!namespace) throw new Error("replica router of shard ${i}: no replica for the object name " + JSON.stringify(name));
-          return namespace;
-        }
-        getByName(name, options) { return this.replica(name).getByName(name, options); }
-      }
-      export default function (env) { return new DurableObjectNamespace(env); }`,
-    durableObjects: bindings,
-  };
+  const namespaces = Array.from({ length: replicas }, (_, r) => objectBinding(`REPLICA_${r}`, workerOf(r)));
+  return standIn(routerName(i), "replica-router.mjs", {
+    bindings: { SHARD_INDEX: i },
+    durableObjects: Object.assign({}, ...namespaces),
+  });
 }
 
 /**
- * The worker behind a wrapped R2 binding: an `R2Bucket` (workers-rs checks the class name) over
- * the real local bucket that fails on demand (asking Node, `faults`) and/or paces its answers
- * like production R2 (`shape`). A shaped or truncated body comes in pieces of 64 KiB (local R2
- * hands out 4 KiB chunks, ~14 µs of JavaScript each: a cost of the emulation, not of R2), each
- * released when the stream's byte count allows it.
+ * The worker behind a wrapped R2 binding (worker/stand-ins/r2.mjs): the real local bucket, which
+ * fails on demand (asking Node, `faults`) and/or paces its answers like production R2 (`shape`).
  */
 function wrappedR2(faults, shape = {}) {
-  return {
-    name: WRAPPED_R2,
-    modules: true,
-    script: `
-      const SHAPE = ${JSON.stringify(shape)};
-      const ASK = ${Boolean(faults)};
-      const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-      let gets = 0;
-
-      function paced(body, { truncateAfter }, bytesPerSec) {
-        const reader = body.getReader();
-        const start = Date.now();
-        let sent = 0, rest = new Uint8Array(0), ended = false;
-        const limit = truncateAfter ?? Infinity;
-        return new ReadableStream({
-          async pull(controller) {
-            // Local R2 hands out 4 KiB chunks: gather them into pieces of 64 KiB.
-            const parts = [rest];
-            let have = rest.length;
-            while (have < 65536 && !ended) {
-              const { value, done } = await reader.read();
-              if (done) ended = true;
-              else (parts.push(value), (have += value.length));
-            }
-            if (have === 0) return controller.close();
-            rest = new Uint8Array(have);
-            parts.reduce((at, p) => (rest.set(p, at), at + p.length), 0);
-            const piece = rest.subarray(0, Math.min(65536, limit - sent));
-            rest = rest.subarray(piece.length);
-            sent += piece.length;
-            if (bytesPerSec) {
-              const due = start + (1000 * sent) / bytesPerSec;
-              if (due > Date.now()) await sleep(due - Date.now());
-            }
-            if (piece.length > 0) controller.enqueue(piece);
-            if (sent >= limit) {
-              await reader.cancel();
-              controller.close();
-            }
-          },
-          cancel(reason) { return reader.cancel(reason); },
-        });
-      }
-
-      class R2Bucket {
-        constructor(env) { this.env = env; }
-        async ask(op, detail) {
-          if (!ASK) return {};
-          const r = await this.env.FAULTS.fetch("http://faults/" + op, { method: "POST", body: JSON.stringify(detail) });
-          const said = await r.json();
-          if (said.fail) throw new Error("injected R2 failure: " + op);
-          return said;
-        }
-        async head(key, ...rest) { await this.ask("head", { key }); return this.env.INNER.head(key, ...rest); }
-        async get(key, options) {
-          const range = options?.range ?? {};
-          const said = await this.ask("get", { key, offset: range.offset ?? 0, length: range.length ?? null, index: gets++ });
-          const delay = (said.delayMs ?? 0) + (SHAPE.firstByteMs ?? 0);
-          if (delay > 0) await sleep(delay);
-          const object = await this.env.INNER.get(key, options);
-          if (!object?.body || (!SHAPE.bytesPerSec && said.truncateAfter === undefined)) return object;
-          return {
-            key: object.key, version: object.version, size: object.size, etag: object.etag,
-            httpEtag: object.httpEtag, uploaded: object.uploaded, range: object.range,
-            httpMetadata: object.httpMetadata, customMetadata: object.customMetadata,
-            checksums: object.checksums, bodyUsed: false,
-            body: paced(object.body, said, SHAPE.bytesPerSec),
-          };
-        }
-        put(...args) { return this.env.INNER.put(...args); }
-        delete(...args) { return this.env.INNER.delete(...args); }
-        list(...args) { return this.env.INNER.list(...args); }
-      }
-      export default function (env) { return new R2Bucket(env); }`,
+  return standIn(WRAPPED_R2, "r2.mjs", {
+    bindings: { SHAPE: shape, ASK_FAULTS: Boolean(faults) },
     r2Buckets: { INNER: BUCKET },
     serviceBindings: {
       FAULTS: async (request) => {
@@ -274,5 +177,5 @@ function wrappedR2(faults, shape = {}) {
         return Response.json(op === "get" ? ((await faults.onGet?.(detail)) ?? {}) : {});
       },
     },
-  };
+  });
 }
