@@ -61,7 +61,8 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
   if (!existsSync(script)) {
     throw new Error(`${script} is missing: run scripts/build-worker.sh${testBuild ? " --test" : ""} first`);
   }
-  const shard = (i, name, extra) => ({
+  // `extra` adds to the wrapped bindings (a front's replica router) rather than replacing them.
+  const shard = (i, name, { wrappedBindings = {}, ...extra } = {}) => ({
     name,
     modules: true,
     scriptPath: script,
@@ -77,7 +78,7 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
       ...(anonymous ? { ALLOW_ANONYMOUS: "1" } : {}),
     },
     ...(wrapped ? { r2Buckets: {} } : { r2Buckets: { [BINDING]: BUCKET } }),
-    wrappedBindings: { ...(wrapped ? { [BINDING]: WRAPPED_R2 } : {}), ...(metrics ? { METRICS: METRICS_STAND_IN } : {}) },
+    wrappedBindings: { ...(wrapped ? { [BINDING]: WRAPPED_R2 } : {}), ...(metrics ? { METRICS: METRICS_STAND_IN } : {}), ...wrappedBindings },
     ...extra,
   });
   // With object residency each shard's object class runs in a worker of its own (`s<i>-object`,
