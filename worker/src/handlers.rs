@@ -7,7 +7,7 @@ use cobordism_protocol::wire::header;
 use cobordism_protocol::Query;
 use cobordism_shard::{
     ensure_kept_alive, unreadable, wait_resident, BodyPool, Coalescer, Ensure, Event, Framing,
-    Isolate, PassSummary, Residency, Runtime, Settings, Shard, ShardError,
+    Isolate, PassSummary, Residency, Runtime, Served, Settings, Shard, ShardError,
 };
 use futures_util::future::LocalBoxFuture;
 use futures_util::{FutureExt, Stream, StreamExt};
@@ -117,18 +117,20 @@ fn body_chunks(
     Ok(Some(stream.map(|chunk| chunk.map_err(unreadable))))
 }
 
+/// The request's `Content-Length` and `Transfer-Encoding`, which frame its body.
+fn framing_headers(req: &Request) -> [Option<String>; 2] {
+    [header::CONTENT_LENGTH, header::TRANSFER_ENCODING].map(|name| header_value(req, name))
+}
+
 /// `POST /cobordism-lm-head`: `cobordism_shard::Isolate::lm_head` over this isolate's state, the
-/// request's body and the wait for the slice; the answer with its headers.
+/// request's body and the wait for the slice; then its telemetry and the answer.
 pub async fn lm_head(
     cfg: &Settings,
     scope: &Scope<'_>,
     req: &mut Request,
 ) -> Result<Response, ApiError> {
     let query = query(req)?;
-    let (content_length, transfer_encoding) = (
-        header_value(req, header::CONTENT_LENGTH),
-        header_value(req, header::TRANSFER_ENCODING),
-    );
+    let [content_length, transfer_encoding] = framing_headers(req);
     let framing = Framing {
         content_length: content_length.as_deref(),
         transfer_encoding: transfer_encoding.as_deref(),
@@ -148,27 +150,36 @@ pub async fn lm_head(
     let next_turn = cfg.coalesce.then_some(|| Delay::from(Duration::ZERO));
     let body = body_chunks(req)?;
     let resident = || resident(cfg, scope);
+    let now = js_sys::Date::now;
     let served = isolate
-        .lm_head(
-            cfg,
-            &query,
-            framing,
-            resident,
-            body,
-            next_turn,
-            js_sys::Date::now,
-        )
+        .lm_head(cfg, &query, framing, resident, body, next_turn, now)
         .await?;
-    let headers = Headers::new();
-    headers.set(header::CONTENT_TYPE, "application/octet-stream")?;
-    headers.set(header::CACHE_CONTROL, "no-store")?;
-    telemetry::record(scope.env, served.metric_point(cfg, &query));
-    let summary =
-        PASS_SUMMARY.with(|p| p.due(js_sys::Date::now(), cfg.shard_index, &passes.stats()));
+    record_served(cfg, scope, &query, &served, &passes);
+    answer(cfg, &query, served)
+}
+
+/// The data point of an answer, and the pass summary when one is due.
+fn record_served(
+    cfg: &Settings,
+    scope: &Scope<'_>,
+    query: &Query,
+    served: &Served,
+    passes: &Coalescer,
+) {
+    telemetry::record(scope.env, served.metric_point(cfg, query));
+    let now = js_sys::Date::now();
+    let summary = PASS_SUMMARY.with(|p| p.due(now, cfg.shard_index, &passes.stats()));
     if let Some(line) = summary {
         telemetry::log(&line);
     }
-    for (name, value) in served.headers(cfg, &query).pairs() {
+}
+
+/// The binary answer with its headers.
+fn answer(cfg: &Settings, query: &Query, served: Served) -> Result<Response, ApiError> {
+    let headers = Headers::new();
+    headers.set(header::CONTENT_TYPE, "application/octet-stream")?;
+    headers.set(header::CACHE_CONTROL, "no-store")?;
+    for (name, value) in served.headers(cfg, query).pairs() {
         headers.set(name, &value)?;
     }
     Ok(Response::builder()
