@@ -1,20 +1,101 @@
-//! The merge and sampling math of `cobordism_protocol::sampling` for JavaScript: the functions
-//! `@cobordism/client` (packages/client) calls on the shards' answers, compiled to wasm so that
-//! a JS caller gets the same bits as the Rust CLI by construction (one implementation).
+//! `cobordism_protocol` for JavaScript: the wire contract `@cobordism/client` (packages/client)
+//! follows — the route, the limits, the query strings, the answer headers, the sections of an
+//! answer, the top-K ladder and the retry rules — and the merge and sampling math it runs on the
+//! shards' answers, compiled to wasm so that a JS caller asks what the Rust CLI asks and gets the
+//! same bits by construction (one implementation).
 //!
-//! Every function takes the shards' sections *for one hidden vector*, concatenated in shard
-//! order (each section is self-delimiting: `u32 k | f32 max | f32 lse | k × (u32 id, f32 z)`).
-//! Bad input throws a JS `Error` that says what was wrong; nothing panics.
+//! The merge functions take the shards' sections *for one hidden vector*, concatenated in shard
+//! order ([`section_bounds`] finds them in an answer). Bad input throws a JS `Error` that says
+//! what was wrong; nothing panics.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-use cobordism_protocol::sampling::{self, Part, Sampling};
+use cobordism_protocol::sampling::{self, Part, Sampled, Sampling};
 use cobordism_protocol::wire::header;
 use cobordism_protocol::{Form, Noise, Precision, Query, Tile, TopK};
+use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
+/// The shard Worker's lm-head path (`/cobordism-lm-head`).
+#[wasm_bindgen]
+pub fn route() -> String {
+    cobordism_protocol::ROUTE.into()
+}
+
+/// The path that starts a shard loading its slice (`/cobordism-lm-head/warm`).
+#[wasm_bindgen(js_name = warmRoute)]
+pub fn warm_route() -> String {
+    cobordism_protocol::WARM_ROUTE.into()
+}
+
+/// Most hidden vectors in one request.
+#[wasm_bindgen(js_name = maxBatch)]
+pub fn max_batch() -> usize {
+    cobordism_protocol::MAX_BATCH
+}
+
+/// Largest K of a top-K request, and most tokens of a log-probability request.
+#[wasm_bindgen(js_name = maxTopK)]
+pub fn max_top_k() -> usize {
+    cobordism_protocol::MAX_TOP_K
+}
+
+/// Retries after the first attempt unless the caller says otherwise.
+#[wasm_bindgen(js_name = defaultRetries)]
+pub fn default_retries() -> u32 {
+    cobordism_protocol::DEFAULT_RETRIES
+}
+
+/// The milliseconds to wait before retry `retry` (1: the first retry): the answer's
+/// `Retry-After` value when it is a number of seconds (at most 30), else a backoff of 200 ms
+/// doubling per retry (`cobordism_protocol::retry_wait`).
+#[wasm_bindgen(js_name = retryWaitMs)]
+pub fn retry_wait_ms(retry: u32, retry_after: Option<String>) -> f64 {
+    let after = retry_after
+        .as_deref()
+        .and_then(cobordism_protocol::retry_after);
+    cobordism_protocol::retry_wait(retry, after).as_secs_f64() * 1000.0
+}
+
+/// The K values a draw with top-k, top-p or min-p asks the shards for, in order, until their
+/// top-K decides the filters (`topK`: its top-k filter, 0 for none); then all the logits
+/// (`cobordism_protocol::top_k_ladder`).
+#[wasm_bindgen(js_name = topKLadder)]
+pub fn top_k_ladder(top_k: u32) -> Vec<u32> {
+    let filter = (top_k > 0).then_some(top_k as usize);
+    cobordism_protocol::top_k_ladder(filter)
+        .into_iter()
+        .map(|k| k as u32)
+        .collect()
+}
+
+/// Where the `n` sections of a section-form answer lie: `n + 1` byte offsets, section `v` from
+/// `offsets[v]` to `offsets[v + 1]`. Throws unless `bytes` is exactly `n` well-formed sections.
+#[wasm_bindgen(js_name = sectionBounds)]
+pub fn section_bounds(bytes: &[u8], n: usize) -> Result<Vec<u32>, JsError> {
+    let all = decoded(bytes)?;
+    if all.len() != n {
+        let msg = format!("{} sections for {n} hidden vectors", all.len());
+        return Err(JsError::new(&msg));
+    }
+    // Each section's length is that of its encoding: the layout stays the protocol's.
+    let mut encoded = Vec::with_capacity(bytes.len());
+    let mut bounds = vec![0];
+    for section in &all {
+        section.encode_into(&mut encoded);
+        bounds.push(encoded.len() as u32);
+    }
+    Ok(bounds)
+}
+
+/// Every section of `bytes`, or the decoder's error.
+fn decoded(bytes: &[u8]) -> Result<Vec<TopK>, JsError> {
+    TopK::decode_all(bytes).map_err(|e| JsError::new(&e.to_string()))
+}
+
+/// The sections of one vector, one per shard.
 fn sections(bytes: &[u8], shards: usize) -> Result<Vec<TopK>, JsError> {
-    let sections = TopK::decode_all(bytes).map_err(|e| JsError::new(&e.to_string()))?;
+    let sections = decoded(bytes)?;
     if sections.len() != shards {
         return Err(JsError::new(&format!(
             "{} sections for {shards} shards",
@@ -101,13 +182,32 @@ pub fn session_header_name() -> String {
     header::SESSION.into()
 }
 
-/// A sampled token: `[token, logit, logprob]`.
-fn triple(s: sampling::Sampled) -> Vec<f64> {
-    vec![f64::from(s.token), f64::from(s.logit), s.logprob]
+/// A plain JS object with `fields`.
+fn object(fields: &[(&str, JsValue)]) -> Result<JsValue, JsError> {
+    let o = Object::new();
+    for (name, value) in fields {
+        Reflect::set(&o, &JsValue::from_str(name), value)
+            .map_err(|_| JsError::new("cannot set a property of a new object"))?;
+    }
+    Ok(o.into())
+}
+
+/// `{ token, logit, logprob }`.
+fn token(token: u32, logit: f32, logprob: f64) -> Result<JsValue, JsError> {
+    object(&[
+        ("token", token.into()),
+        ("logit", logit.into()),
+        ("logprob", logprob.into()),
+    ])
+}
+
+/// A sampled token as `{ token, logit, logprob }`.
+fn sampled(s: Sampled) -> Result<JsValue, JsError> {
+    token(s.token, s.logit, s.logprob)
 }
 
 /// Plain sampling from the shards' `?temperature=T&seed=S` winners of vector `vector`:
-/// `[token, logit, logprob]`.
+/// `{ token, logit, logprob }`.
 #[wasm_bindgen(js_name = mergeWinners)]
 pub fn merge_winners(
     sections_bytes: &[u8],
@@ -115,18 +215,17 @@ pub fn merge_winners(
     temperature: f32,
     seed: u64,
     vector: u32,
-) -> Result<Vec<f64>, JsError> {
+) -> Result<JsValue, JsError> {
     let s = sampling_of(temperature, seed, 0, 0.0, 0.0)?;
     let all = sections(sections_bytes, shards)?;
-    sampling::merge_winners(&all, &s, vector)
-        .map(triple)
-        .ok_or_else(|| JsError::new("no shard sent a winner"))
+    let winner = sampling::merge_winners(&all, &s, vector);
+    sampled(winner.ok_or_else(|| JsError::new("no shard sent a winner"))?)
 }
 
 /// Top-k / top-p / min-p sampling from the shards' `?top_k=K&temperature=T` sections of vector
 /// `vector` (`rows[i]`: shard i's row count; a filter is off when its value is 0):
-/// `[token, logit, logprob]`. Throws an error starting with `undecided:` when the union of the
-/// top-K cannot decide the filters (ask again with a larger K or all logits).
+/// `{ token, logit, logprob }`, or `{ undecided: reason }` when the union of the top-K cannot
+/// decide the filters (ask for the next K of `topKLadder`, or all logits: `sampleAll`).
 #[allow(clippy::too_many_arguments)]
 #[wasm_bindgen]
 pub fn sample(
@@ -138,7 +237,7 @@ pub fn sample(
     top_p: f64,
     min_p: f64,
     vector: u32,
-) -> Result<Vec<f64>, JsError> {
+) -> Result<JsValue, JsError> {
     let all = sections(sections_bytes, rows.len())?;
     let parts: Vec<Part> = all
         .iter()
@@ -149,13 +248,14 @@ pub fn sample(
         })
         .collect();
     let s = sampling_of(temperature, seed, top_k, top_p, min_p)?;
-    sampling::sample(&parts, &s, vector)
-        .map(triple)
-        .map_err(|e| JsError::new(&format!("undecided: {}", e.0)))
+    match sampling::sample(&parts, &s, vector) {
+        Ok(drawn) => sampled(drawn),
+        Err(undecided) => object(&[("undecided", JsValue::from_str(&undecided.0))]),
+    }
 }
 
 /// Top-k / top-p / min-p sampling from all the logits of vector `vector` (the fallback when the
-/// shards' top-K cannot decide): `[token, logit, logprob]`.
+/// shards' top-K cannot decide): `{ token, logit, logprob }`.
 #[wasm_bindgen(js_name = sampleAll)]
 pub fn sample_all(
     logits: &[f32],
@@ -165,11 +265,11 @@ pub fn sample_all(
     top_p: f64,
     min_p: f64,
     vector: u32,
-) -> Result<Vec<f64>, JsError> {
+) -> Result<JsValue, JsError> {
     let s = sampling_of(temperature, seed, top_k, top_p, min_p)?;
-    sampling::sample_all(logits, &s, vector)
-        .map(triple)
-        .map_err(|e| JsError::new(&e.to_string()))
+    let drawn =
+        sampling::sample_all(logits, &s, vector).map_err(|e| JsError::new(&e.to_string()))?;
+    sampled(drawn)
 }
 
 /// Throws unless the answers' headers (`X-Shard-Index`, `X-Shard-Count`, `X-Row-Start`,
@@ -240,33 +340,18 @@ fn sampling_of(
     Ok(s)
 }
 
-/// The merged top-`k` of the shards' `?top_k` sections as one section (its `max` and
-/// log-sum-exp over the whole vocabulary), in the same wire format.
-#[wasm_bindgen(js_name = mergeTopK)]
-pub fn merge_top_k(sections_bytes: &[u8], shards: usize, k: usize) -> Result<Vec<u8>, JsError> {
+/// The merged top-`k` of the shards' `?top_k` sections of one vector, best first (ties by
+/// token id), over the whole vocabulary: `{ entries: [{ token, logit, logprob }], logSumExp }`.
+#[wasm_bindgen(js_name = topK)]
+pub fn top_k(sections_bytes: &[u8], shards: usize, k: usize) -> Result<JsValue, JsError> {
     let all = sections(sections_bytes, shards)?;
     let refs: Vec<&TopK> = all.iter().collect();
-    let merged = TopK {
-        max_logit: all
-            .iter()
-            .map(|t| t.max_logit)
-            .fold(f32::NEG_INFINITY, f32::max),
-        log_sum_exp: sampling::merge_log_sum_exp(all.iter().map(|t| f64::from(t.log_sum_exp)))
-            as f32,
-        entries: sampling::merge_top_k(&refs, k),
-    };
-    let mut out = Vec::new();
-    merged.encode_into(&mut out);
-    Ok(out)
-}
-
-/// The global `ln Σ exp(z / T)` from the shards' sections (any form).
-#[wasm_bindgen(js_name = logSumExp)]
-pub fn log_sum_exp(sections_bytes: &[u8], shards: usize) -> Result<f64, JsError> {
-    let all = sections(sections_bytes, shards)?;
-    Ok(sampling::merge_log_sum_exp(
-        all.iter().map(|t| f64::from(t.log_sum_exp)),
-    ))
+    let lse = sampling::merge_log_sum_exp(all.iter().map(|t| f64::from(t.log_sum_exp)));
+    let entries = Array::new();
+    for (id, logit) in sampling::merge_top_k(&refs, k) {
+        entries.push(&token(id, logit, f64::from(logit) - lse)?);
+    }
+    object(&[("entries", entries.into()), ("logSumExp", lse.into())])
 }
 
 /// Log-probabilities of `tokens` from the shards' `?tokens=…&temperature=T` sections, in the

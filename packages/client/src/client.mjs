@@ -2,48 +2,19 @@
 //
 // A shard answers POST /cobordism-lm-head with its slice's logits or, per hidden vector, a small
 // section (docs/API.md): its top-K, its Gumbel-max winner, or the logits of asked tokens, each
-// with its log-sum-exp. This client fans the request out to every shard in parallel, retries
-// only what can succeed on retry (network errors, timeouts, the shard's 503s that carry
-// Retry-After, the platform's own 429/5xx: cobordism_protocol::worth_retrying), checks that the
-// answers tile the whole vocabulary (as many as the shards' X-Shard-Count, shard i at index i,
-// rows contiguous from 0 to X-Vocab: cobordism_protocol::check_tiling) and come from one manifest
-// version, and merges them with the Rust code of cobordism_protocol::sampling compiled to wasm
-// (../dist), so its results are the Rust CLI's bits. Options are checked before anything is sent.
-import * as math from "../dist/client_js.js";
+// with its log-sum-exp. This client checks the caller's arguments, fans the request out to every
+// shard in parallel (transport.mjs: retries, the answers' checks; batcher.mjs: coalescing), and
+// merges the answers with the Rust code of cobordism_protocol compiled to wasm (../dist), so its
+// results are the Rust CLI's bits and its questions the CLI's: the route, the limits, the top-K
+// ladder of a filtered draw and the retry rules are the protocol crate's. Options are checked
+// before anything is sent.
+import * as wasm from "../dist/client_js.js";
+import { logitsPerVector, sectionsPerVector } from "./answers.mjs";
+import { Batcher } from "./batcher.mjs";
+import { protocol, queryOf } from "./protocol.mjs";
+import { ShardError, Transport } from "./transport.mjs";
 
-const ROUTE = "/cobordism-lm-head";
-const MAX_BATCH = 8;
-const MAX_TOP_K = 1024;
-const FIRST_TOP_K = 64;
-/** The answer headers' names, from cobordism_protocol::wire through the wasm module (read once
- * it is instantiated, not at import). */
-let answerHeaders;
-const answerHeaderNames = () => (answerHeaders ??= math.answerHeaderNames());
-let sessionHeader;
-const sessionHeaderName = () => (sessionHeader ??= math.sessionHeaderName());
-/**
- * The query string for `form` ({ tokens, topK, temperature }; empty: all logits) with Gumbel
- * noise `seeds` (one seed: `seed=S`; with `vectors`: vector j draws (seeds[j], vectors[j])),
- * written by cobordism_protocol::Query through the wasm module.
- */
-const queryOf = ({ tokens = [], topK = 0, temperature }, precision, seeds = [], vectors = []) =>
-  math.queryString(Uint32Array.from(tokens), topK, BigUint64Array.from(seeds, BigInt), Uint32Array.from(vectors), temperature, precision === "int8");
-
-/**
- * A failure of one shard, or of the answers taken together. `status` and `code` are the shard's
- * HTTP status and JSON error code when it answered; `retryable` says whether the same call may
- * succeed later (it was retried already: the shard was loading, busy or unreachable), and is
- * false for what only a fix can change (a wrong request, token, endpoint list or deployment).
- */
-export class ShardError extends Error {
-  constructor(message, { shard, url, status, code, retryable = false } = {}) {
-    super(message);
-    this.name = "ShardError";
-    Object.assign(this, { shard, url, status, code, retryable });
-  }
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export { ShardError };
 
 /** Hidden vectors as one body: a Float32Array (one vector) or an array of them (a batch). */
 function body(hidden) {
@@ -52,7 +23,8 @@ function body(hidden) {
   }
   const batch = Array.isArray(hidden);
   const vectors = batch ? hidden : [hidden];
-  if (vectors.length < 1 || vectors.length > MAX_BATCH) throw new RangeError(`1 to ${MAX_BATCH} hidden vectors, not ${vectors.length}`);
+  const { maxBatch } = protocol();
+  if (vectors.length < 1 || vectors.length > maxBatch) throw new RangeError(`1 to ${maxBatch} hidden vectors, not ${vectors.length}`);
   const n = vectors[0].length;
   for (const v of vectors) {
     if (!(v instanceof Float32Array) || v.length !== n || n === 0) throw new TypeError("hidden vectors must be Float32Arrays of one non-zero length");
@@ -63,36 +35,6 @@ function body(hidden) {
   vectors.forEach((v, i) => out.set(v, i * n));
   return { bytes: new Uint8Array(out.buffer), n: vectors.length, batch };
 }
-
-/** Splits a section-form body into its `n` sections. */
-function splitSections(bytes, n) {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const out = [];
-  let at = 0;
-  for (let v = 0; v < n; v++) {
-    if (at + 12 > bytes.length) throw new Error(`section ${v} is missing`);
-    const len = 12 + 8 * view.getUint32(at, true);
-    if (at + len > bytes.length) throw new Error(`section ${v} is truncated`);
-    out.push(bytes.subarray(at, at + len));
-    at += len;
-  }
-  if (at !== bytes.length) throw new Error(`${bytes.length - at} bytes after ${n} sections`);
-  return out;
-}
-
-/** Concatenates byte arrays. */
-function concat(parts) {
-  const out = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
-/** `[token, logit, logprob]` from the wasm as an object. */
-const sampled = ([token, logit, logprob]) => ({ token, logit, logprob });
 
 function u64(seed) {
   let s;
@@ -111,13 +53,31 @@ function checkSampling(temperature, topK = 0, topP = 0, minP = 0) {
     if (typeof v !== "number" || Number.isNaN(v)) throw new RangeError(`${name} must be a number, not ${v}`);
   }
   try {
-    math.checkSampling(temperature, topK, topP, minP);
+    wasm.checkSampling(temperature, topK, topP, minP);
   } catch (e) {
     throw new RangeError(e.message);
   }
 }
 
+/** The shards, shard i at index i: `{ base, fetch }` from `endpoints` (URLs) or `fetchers`. */
+function shardsOf(endpoints, fetchers, fetch) {
+  if (!!endpoints === !!fetchers) throw new TypeError("give endpoints or fetchers (one per shard)");
+  const list = endpoints ?? fetchers;
+  if (!Array.isArray(list) || list.length === 0) throw new TypeError("endpoints/fetchers must be a non-empty array");
+  return list.map((s, i) => {
+    if (endpoints) {
+      if (!/^https?:\/\//.test(s)) throw new TypeError(`endpoint ${i}: expected an http(s) URL, not ${s}`);
+      return { base: s.replace(/\/+$/, ""), fetch: (url, init) => fetch(url, init) };
+    }
+    if (typeof s?.fetch !== "function") throw new TypeError(`fetcher ${i} has no fetch method`);
+    return { base: `https://shard-${i}`, fetch: (url, init) => s.fetch(url, init) };
+  });
+}
+
 export class LmHeadClient {
+  #transport;
+  #batcher;
+
   /**
    * @param {object} o
    * @param {string[]} [o.endpoints] shard base URLs, shard i at index i
@@ -125,7 +85,7 @@ export class LmHeadClient {
    * @param {string} [o.token] the shards' bearer token
    * @param {string} [o.manifestVersion] refuse answers from any other version
    * @param {number} [o.timeoutMs=30000] per request
-   * @param {number} [o.retries=4] per shard, after the first attempt
+   * @param {number} [o.retries=5] per shard, after the first attempt (cobordism_protocol::DEFAULT_RETRIES)
    * @param {Function} [o.fetch=globalThis.fetch] with `endpoints`
    * @param {"exact"|"int8"} [o.precision="exact"] the shards' mode (`?precision=`)
    * @param {boolean} [o.coalesce=false] merge calls of the same kind made in one turn of the
@@ -137,21 +97,14 @@ export class LmHeadClient {
    *   give one per decoding stream (a conversation id) and use it from warm() to the last
    *   token; default: a random key per client
    */
-  constructor({ endpoints, fetchers, token, manifestVersion, timeoutMs = 30_000, retries = 4, fetch = globalThis.fetch, precision = "exact", coalesce = false, session = crypto.randomUUID() } = {}) {
+  constructor({ endpoints, fetchers, token, manifestVersion, timeoutMs = 30_000, retries = protocol().defaultRetries, fetch = globalThis.fetch, precision = "exact", coalesce = false, session = crypto.randomUUID() } = {}) {
     if (typeof session !== "string" || session === "") throw new TypeError("session must be a non-empty string");
     if (precision !== "exact" && precision !== "int8") throw new TypeError(`precision must be "exact" or "int8", not ${precision}`);
-    if (!!endpoints === !!fetchers) throw new TypeError("give endpoints or fetchers (one per shard)");
-    const list = endpoints ?? fetchers;
-    if (!Array.isArray(list) || list.length === 0) throw new TypeError("endpoints/fetchers must be a non-empty array");
-    this.shards = list.map((s, i) => {
-      if (endpoints) {
-        if (!/^https?:\/\//.test(s)) throw new TypeError(`endpoint ${i}: expected an http(s) URL, not ${s}`);
-        return { url: `${s.replace(/\/+$/, "")}${ROUTE}`, fetch: (url, init) => fetch(url, init) };
-      }
-      if (typeof s?.fetch !== "function") throw new TypeError(`fetcher ${i} has no fetch method`);
-      return { url: `https://shard-${i}${ROUTE}`, fetch: (url, init) => s.fetch(url, init) };
-    });
-    Object.assign(this, { token, manifestVersion, timeoutMs, retries, precision, coalesce, session });
+    const shards = shardsOf(endpoints, fetchers, fetch);
+    this.#transport = new Transport({ shards, token, manifestVersion, timeoutMs, retries, session });
+    const send = (form, b, seeds, vectors) => this.#transport.askAll(queryOf(form, precision, seeds, vectors), b);
+    this.#batcher = new Batcher(send, coalesce);
+    Object.assign(this, { shards, token, manifestVersion, timeoutMs, retries, precision, coalesce, session });
   }
 
   /**
@@ -166,11 +119,11 @@ export class LmHeadClient {
    * @returns {Promise<string[]>}
    */
   async warm() {
+    const t = this.#transport;
     return Promise.all(
-      this.shards.map((s, i) => {
-        const q = queryOf({}, this.precision);
-        const url = `${s.url}/warm${q ? `?${q}` : ""}`;
-        return this.#post(i, url, undefined, async (r) => {
+      this.shards.map((_, i) => {
+        const url = t.url(i, protocol().warmRoute, queryOf({}, this.precision));
+        return t.post(i, url, undefined, async (r) => {
           const said = await r.json();
           if (said.shard_index !== i) throw new ShardError(`shard ${i} (${url}) is shard ${said.shard_index}: give the endpoints in shard order`, { shard: i, url });
           if (said.shard_count !== undefined && said.shard_count !== this.shards.length) {
@@ -190,42 +143,53 @@ export class LmHeadClient {
    */
   async sample(hidden, { temperature = 1, topK = 0, topP = 0, minP = 0, seed = 0 } = {}) {
     const b = body(hidden);
-    if (temperature !== 0) checkSampling(temperature, topK, topP, minP);
-    let out;
-    if (temperature === 0) {
-      const tops = await this.topK(hidden, 1);
-      const greedy = (t) => ({ ...t.entries[0] });
-      return b.batch ? tops.map(greedy) : greedy(tops);
-    }
+    if (temperature === 0) return this.#greedy(hidden, b);
+    checkSampling(temperature, topK, topP, minP);
     const s = u64(seed);
-    if (!topK && !topP && !minP) {
-      const answers = await this.#ask({ temperature }, b, s);
-      out = this.#perVector(answers, b.n, (bytes, v) => sampled(math.mergeWinners(bytes, answers.length, temperature, s, v)));
-      return b.batch ? out : out[0];
-    }
-    out = new Array(b.n);
-    let pending = [...out.keys()];
-    for (const k of [Math.min(MAX_TOP_K, Math.max(FIRST_TOP_K, topK)), MAX_TOP_K]) {
-      const answers = await this.#ask({ topK: k, temperature }, b);
-      const rows = Uint32Array.from(answers, (a) => a.rows);
-      const sections = answers.map((a) => splitSections(a.body, b.n));
-      pending = pending.filter((v) => {
-        try {
-          out[v] = sampled(math.sample(concat(sections.map((s) => s[v])), rows, temperature, s, topK, topP, minP, v));
-          return false;
-        } catch (e) {
-          if (!String(e.message).startsWith("undecided:")) throw e;
-          return true;
-        }
-      });
-      if (pending.length === 0 || k === MAX_TOP_K) break;
-    }
-    if (pending.length > 0) {
-      const all = await this.logits(hidden);
-      const vectors = b.batch ? all : [all];
-      for (const v of pending) out[v] = sampled(math.sampleAll(vectors[v], temperature, s, topK, topP, minP, v));
-    }
+    const filters = { temperature, topK, topP, minP };
+    const out = !topK && !topP && !minP ? await this.#plain(b, temperature, s) : await this.#filtered(hidden, b, filters, s);
     return b.batch ? out : out[0];
+  }
+
+  /** Each vector's most likely token (ties: the smaller id), from each shard's top-1. */
+  async #greedy(hidden, b) {
+    const tops = await this.topK(hidden, 1);
+    const best = ({ entries }) => {
+      if (entries.length === 0) throw new ShardError("the shards sent no token: every top-1 section is empty");
+      return entries[0];
+    };
+    return b.batch ? tops.map(best) : best(tops);
+  }
+
+  /** Each vector's Gumbel-max token from the shards' winners. */
+  async #plain(b, temperature, seed) {
+    const answers = await this.#batcher.ask({ temperature }, b, seed);
+    return sectionsPerVector(answers, b.n).map((bytes, v) => wasm.mergeWinners(bytes, answers.length, temperature, seed, v));
+  }
+
+  /**
+   * Each vector's token under the filters: from the union of the shards' top-K for each K of
+   * the protocol's ladder until it decides, else from all the logits (as the CLI draws).
+   */
+  async #filtered(hidden, b, { temperature, topK, topP, minP }, seed) {
+    const out = new Array(b.n);
+    let pending = [...out.keys()];
+    for (const k of wasm.topKLadder(topK)) {
+      const answers = await this.#batcher.ask({ topK: k, temperature }, b);
+      const rows = Uint32Array.from(answers, (a) => a.rows);
+      const vectors = sectionsPerVector(answers, b.n);
+      pending = pending.filter((v) => {
+        const drawn = wasm.sample(vectors[v], rows, temperature, seed, topK, topP, minP, v);
+        if ("undecided" in drawn) return true;
+        out[v] = drawn;
+        return false;
+      });
+      if (pending.length === 0) return out;
+    }
+    const all = await this.logits(hidden);
+    const logits = b.batch ? all : [all];
+    for (const v of pending) out[v] = wasm.sampleAll(logits[v], temperature, seed, topK, topP, minP, v);
+    return out;
   }
 
   /**
@@ -234,21 +198,11 @@ export class LmHeadClient {
    * @returns {Promise<{entries: {token: number, logit: number, logprob: number}[], logSumExp: number} | Array<...>>}
    */
   async topK(hidden, k) {
-    if (!Number.isInteger(k) || k < 1 || k > MAX_TOP_K) throw new RangeError(`k must be an integer from 1 to ${MAX_TOP_K}`);
+    const { maxTopK } = protocol();
+    if (!Number.isInteger(k) || k < 1 || k > maxTopK) throw new RangeError(`k must be an integer from 1 to ${maxTopK}`);
     const b = body(hidden);
-    const answers = await this.#ask({ topK: k, temperature: 1 }, b);
-    const out = this.#perVector(answers, b.n, (bytes) => {
-      const merged = math.mergeTopK(bytes, answers.length, k);
-      const lse = math.logSumExp(bytes, answers.length);
-      const view = new DataView(merged.buffer, merged.byteOffset, merged.byteLength);
-      const entries = [];
-      for (let e = 0; e < view.getUint32(0, true); e++) {
-        const token = view.getUint32(12 + 8 * e, true);
-        const logit = view.getFloat32(16 + 8 * e, true);
-        entries.push({ token, logit, logprob: logit - lse });
-      }
-      return { entries, logSumExp: lse };
-    });
+    const answers = await this.#batcher.ask({ topK: k, temperature: 1 }, b);
+    const out = sectionsPerVector(answers, b.n).map((bytes) => wasm.topK(bytes, answers.length, k));
     return b.batch ? out : out[0];
   }
 
@@ -257,14 +211,15 @@ export class LmHeadClient {
    * @returns {Promise<number[] | number[][]>}
    */
   async logprobs(hidden, tokens, { temperature = 1 } = {}) {
-    if (!Array.isArray(tokens) || tokens.length < 1 || tokens.length > MAX_TOP_K || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32)) {
-      throw new RangeError(`tokens must be 1 to ${MAX_TOP_K} token ids`);
+    const { maxTopK } = protocol();
+    if (!Array.isArray(tokens) || tokens.length < 1 || tokens.length > maxTopK || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32)) {
+      throw new RangeError(`tokens must be 1 to ${maxTopK} token ids`);
     }
     checkSampling(temperature);
     const b = body(hidden);
-    const answers = await this.#ask({ tokens, temperature }, b);
-    const out = this.#perVector(answers, b.n, (bytes) => {
-      const lp = Array.from(math.logprobs(bytes, answers.length, Uint32Array.from(tokens), temperature));
+    const answers = await this.#batcher.ask({ tokens, temperature }, b);
+    const out = sectionsPerVector(answers, b.n).map((bytes) => {
+      const lp = Array.from(wasm.logprobs(bytes, answers.length, Uint32Array.from(tokens), temperature));
       lp.forEach((l, i) => {
         if (Number.isNaN(l)) throw new ShardError(`token ${tokens[i]} is outside the vocabulary the shards serve`);
       });
@@ -276,197 +231,8 @@ export class LmHeadClient {
   /** All logits (for debugging: 4 bytes per token per vector). @returns {Promise<Float32Array | Float32Array[]>} */
   async logits(hidden) {
     const b = body(hidden);
-    const answers = await this.#ask({}, b);
-    const vocab = answers.reduce((s, a) => s + a.rows, 0);
-    const out = [];
-    for (let v = 0; v < b.n; v++) {
-      const all = new Float32Array(vocab);
-      for (const a of answers) {
-        if (a.body.length !== 4 * a.rows * b.n) throw new ShardError(`shard ${a.shard}: ${a.body.length} bytes for ${b.n} × ${a.rows} logits`, { shard: a.shard, url: a.url });
-        const bytes = a.body.slice(4 * a.rows * v, 4 * a.rows * (v + 1));
-        all.set(new Float32Array(bytes.buffer), a.rowStart);
-      }
-      out.push(all);
-    }
+    const answers = await this.#batcher.ask({}, b);
+    const out = logitsPerVector(answers, b.n);
     return b.batch ? out : out[0];
-  }
-
-  /** Per vector: the shards' sections of that vector concatenated, through `f(bytes, v)`. */
-  #perVector(answers, n, f) {
-    const sections = answers.map((a) => {
-      try {
-        return splitSections(a.body, n);
-      } catch (e) {
-        throw new ShardError(`shard ${a.shard} (${a.url}): ${e.message}`, { shard: a.shard, url: a.url });
-      }
-    });
-    return Array.from({ length: n }, (_, v) => f(concat(sections.map((s) => s[v])), v));
-  }
-
-  /** Calls waiting for the next turn of the event loop, by kind (`coalesce`). */
-  #waiting = new Map();
-
-  /**
-   * Every shard's answer for the vectors of `b` in reply form `form` (`seed`: plain sampling's).
-   * With `coalesce`, the calls of one kind (same form, same vector length) made in this turn
-   * of the event loop share requests of up to 8 vectors; each call gets its own part of every
-   * answer, and sampled vectors keep their own noise (`seeds=SEED:VECTOR,…`), so the results
-   * are those of the calls alone.
-   */
-  #ask(form, b, seed) {
-    const sampling = seed !== undefined;
-    if (!this.coalesce) return this.#askNow(queryOf(form, this.precision, sampling ? [seed] : []), b);
-    const key = `${sampling ? "seed" : ""}|${b.bytes.length / b.n}|${JSON.stringify(form)}`;
-    return new Promise((resolve, reject) => {
-      let calls = this.#waiting.get(key);
-      if (!calls) {
-        calls = [];
-        this.#waiting.set(key, calls);
-        setTimeout(() => {
-          this.#waiting.delete(key);
-          this.#flush(form, sampling, calls);
-        }, 0);
-      }
-      calls.push({ b, seed, resolve, reject });
-    });
-  }
-
-  /** Sends waiting calls of one kind, packed in order into requests of at most 8 vectors. */
-  #flush(form, sampling, calls) {
-    const batches = [];
-    for (const call of calls) {
-      const last = batches.at(-1);
-      if (last && last.n + call.b.n <= MAX_BATCH) {
-        last.calls.push(call);
-        last.n += call.b.n;
-      } else batches.push({ calls: [call], n: call.b.n });
-    }
-    const alone = (c) => this.#askNow(queryOf(form, this.precision, sampling ? [c.seed] : []), c.b);
-    const logits = !sampling && !form.topK && !form.tokens;
-    for (const { calls, n } of batches) {
-      if (calls.length === 1) {
-        alone(calls[0]).then(calls[0].resolve, calls[0].reject);
-        continue;
-      }
-      const seeds = sampling ? calls.flatMap((c) => Array(c.b.n).fill(c.seed)) : [];
-      const vectors = sampling ? calls.flatMap((c) => [...Array(c.b.n).keys()]) : [];
-      const merged = { bytes: concat(calls.map((c) => c.b.bytes)), n };
-      this.#askNow(queryOf(form, this.precision, seeds, vectors), merged).then(
-        (answers) => {
-          let at = 0;
-          for (const c of calls) {
-            const part = (a) => (logits ? a.body.subarray(4 * a.rows * at, 4 * a.rows * (at + c.b.n)) : concat(splitSections(a.body, n).slice(at, at + c.b.n)));
-            c.resolve(answers.map((a) => ({ ...a, batch: c.b.n, body: part(a) })));
-            at += c.b.n;
-          }
-        },
-        (e) => {
-          // A shard refused the merged request (e.g. one caller's products overflow): each
-          // call alone, so that it gets exactly its own answer or error.
-          if (e instanceof ShardError && e.status >= 400 && e.status < 500) {
-            for (const c of calls) alone(c).then(c.resolve, c.reject);
-          } else for (const c of calls) c.reject(e);
-        },
-      );
-    }
-  }
-
-  /** Every shard's answer; retried as a whole while shards disagree on the version (an update). */
-  async #askNow(query, b) {
-    for (let round = 0; ; round++) {
-      const answers = await Promise.all(this.shards.map((s, i) => this.#askShard(i, query, b)));
-      const versions = new Set(answers.map((a) => a.version));
-      if (versions.size > 1 && round < this.retries) {
-        await sleep(500 * 2 ** round);
-        continue;
-      }
-      this.#check(answers, b.n);
-      return answers;
-    }
-  }
-
-  /** Refuses answers that do not make up the whole vocabulary of one manifest version. */
-  #check(answers, n) {
-    const first = answers[0].version;
-    for (const a of answers) {
-      const where = { shard: a.shard, url: a.url };
-      if (a.batch !== n) throw new ShardError(`shard ${a.shard} (${a.url}) answered ${a.batch} vectors, asked ${n}`, where);
-      if (this.manifestVersion && a.version !== this.manifestVersion) {
-        throw new ShardError(`shard ${a.shard} (${a.url}) serves manifest version ${a.version}, expected ${this.manifestVersion}`, where);
-      }
-      if (a.version !== first) throw new ShardError(`shard ${a.shard} (${a.url}) serves manifest version ${a.version}, shard 0 serves ${first}`, where);
-    }
-    const column = (key) => Uint32Array.from(answers, (a) => a[key]);
-    try {
-      math.checkTiling(column("index"), column("shardCount"), column("rowStart"), column("rows"), column("vocab"));
-    } catch (e) {
-      throw new ShardError(`the shards' answers do not make up the vocabulary: ${e.message}`);
-    }
-  }
-
-  /** A successful answer: its headers (each a required number, else the shard is refused) and body. */
-  async #answer(i, url, r) {
-    const number = (name) => {
-      const v = r.headers.get(name);
-      if (v === null || !/^\d+$/.test(v.trim())) {
-        throw new ShardError(`shard ${i} (${url}): header ${name} is ${v === null ? "missing" : JSON.stringify(v)} (a shard older than this client? deploy the shards again)`, { shard: i, url });
-      }
-      return Number(v);
-    };
-    const [index, shardCount, vocab, rowStart, rows, batch, version] = answerHeaderNames();
-    return {
-      shard: i,
-      url,
-      index: number(index),
-      shardCount: number(shardCount),
-      vocab: number(vocab),
-      rowStart: number(rowStart),
-      rows: number(rows),
-      batch: number(batch),
-      version: r.headers.get(version),
-      body: new Uint8Array(await r.arrayBuffer()),
-    };
-  }
-
-  async #askShard(i, query, b) {
-    const shard = this.shards[i];
-    const url = query ? `${shard.url}?${query}` : shard.url;
-    return this.#post(i, url, b.bytes, (r) => this.#answer(i, url, r));
-  }
-
-  /** POSTs `body` to shard i until it answers 2xx, then `read(response)`; retries what is worth it. */
-  async #post(i, url, body, read) {
-    const shard = this.shards[i];
-    const headers = { "Content-Type": "application/octet-stream" };
-    if (this.token) headers.Authorization = `Bearer ${this.token}`;
-    headers[sessionHeaderName()] = this.session;
-    for (let attempt = 0; ; attempt++) {
-      let failure;
-      let wait = 200 * 2 ** attempt;
-      try {
-        const r = await shard.fetch(url, { method: "POST", body, headers, signal: AbortSignal.timeout(this.timeoutMs) });
-        if (r.ok) return await read(r);
-        const text = await r.text();
-        let code, detail;
-        try {
-          ({ error: code, detail } = JSON.parse(text));
-        } catch {}
-        const retryable = math.worthRetrying(r.status, typeof code === "string", r.headers.has("retry-after"));
-        const hint = r.status === 401 ? " (give the client the shards' bearer token: new LmHeadClient({ token }))" : "";
-        const said = typeof code === "string" ? `${code}: ${detail}` : text.slice(0, 300);
-        failure = new ShardError(`shard ${i} (${url}): HTTP ${r.status} ${said}${hint}`, { shard: i, url, status: r.status, code, retryable });
-        if (!retryable) throw failure;
-        const after = Number(r.headers.get("retry-after"));
-        if (Number.isFinite(after) && after >= 0 && r.headers.has("retry-after")) wait = Math.min(after * 1000, 30_000);
-      } catch (e) {
-        if (e instanceof ShardError && !e.retryable) throw e;
-        failure ??= new ShardError(`shard ${i} (${url}): ${e.name === "TimeoutError" ? `no answer in ${this.timeoutMs} ms` : e.message}`, { shard: i, url, retryable: true });
-      }
-      if (attempt >= this.retries) {
-        failure.message += ` (after ${attempt + 1} attempts)`;
-        throw failure;
-      }
-      await sleep(wait);
-    }
   }
 }

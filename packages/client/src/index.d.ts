@@ -38,7 +38,7 @@ export interface ClientOptions {
   manifestVersion?: string;
   /** Per request; default 30000. */
   timeoutMs?: number;
-  /** Per shard after the first attempt; default 4. */
+  /** Per shard after the first attempt; default 5 (the CLI's too). */
   retries?: number;
   /** The fetch used with `endpoints`; default globalThis.fetch. */
   fetch?: (input: string, init?: RequestInit) => Promise<Response>;
