@@ -285,7 +285,9 @@ impl Shard {
 
     /// Drops the slice and everything learned about it, as a new isolate finds the shard:
     /// nothing resident, nothing loading (a load under way finds itself superseded). The test
-    /// shard's `/__fault/forget` route; the residency benchmark's fresh isolates.
+    /// shard's `/__fault/forget` route; the residency benchmark's fresh isolates. Only in builds
+    /// with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
     pub fn forget(&self) {
         let mut s = self.state.borrow_mut();
         s.phase = Phase::Empty;
