@@ -59,8 +59,8 @@ enum Route {
 fn route_of(req: &Request, inside_object: bool) -> Result<Route, ApiError> {
     let post = req.method() == Method::Post;
     let (route, allowed, allow) = match req.path().as_str() {
-        "/cobordism-lm-head" => (Route::LmHead, post, "POST"),
-        "/cobordism-lm-head/warm" => (Route::Warm, post, "POST"),
+        cobordism_protocol::ROUTE => (Route::LmHead, post, "POST"),
+        cobordism_protocol::WARM_ROUTE => (Route::Warm, post, "POST"),
         #[cfg(feature = "fault-injection")]
         "/__fault/panic" => (Route::Panic, post, "POST"),
         #[cfg(feature = "fault-injection")]

@@ -3,18 +3,19 @@
 //!
 //! Plain sampling asks every shard for its Gumbel-max winner (`?temperature=T&seed=S`) and keeps
 //! the best: the token one machine would draw from all the logits, for any number of shards.
-//! With top-k, top-p or min-p it asks for each shard's top-K at `T` (K = 64 or top-k, then 1024)
-//! and samples from their union when that decides the filters, else from all the logits.
+//! With top-k, top-p or min-p it asks for each shard's top-K at `T` for each K of the protocol's
+//! ladder (`top_k_ladder`: 64 or top-k, then 1024) and samples from their union when that decides
+//! the filters, else from all the logits.
 //! Temperature 0 is greedy decoding (each shard's top-1). The math is
 //! `cobordism_protocol::sampling`; `--local` runs the same on locally computed shard answers.
 
-use anyhow::{ensure, Result};
+use anyhow::{anyhow, ensure, Result};
 use clap::{ArgGroup, Args as ClapArgs};
 use cobordism_protocol::sampling::{
     check_probability, check_temperature, logprobs, merge_log_sum_exp, merge_top_k, merge_winners,
     sample, sample_all, Part, Sampled, Sampling, MAX_TEMPERATURE, MIN_TEMPERATURE,
 };
-use cobordism_protocol::{Form, Manifest, Noise, TopK, MAX_TOP_K};
+use cobordism_protocol::{top_k_ladder, Form, Manifest, Noise, TopK, MAX_TOP_K};
 
 use crate::logits::{assemble, print_timings, sections, Input, Source};
 use crate::tokens::Vocabulary;
@@ -118,7 +119,9 @@ fn greedy(source: &Source, manifest: &Manifest, hidden: &[f32]) -> Result<(Sampl
     let sections = sections(replies);
     show(timings.as_deref());
     let refs: Vec<&TopK> = sections.iter().collect();
-    let (token, logit) = merge_top_k(&refs, 1)[0];
+    let (token, logit) = *merge_top_k(&refs, 1)
+        .first()
+        .ok_or_else(|| anyhow!("every shard's top-1 is empty: no token to choose"))?;
     let lse = merge_log_sum_exp(sections.iter().map(|t| f64::from(t.log_sum_exp)));
     let sampled = Sampled {
         token,
@@ -143,15 +146,12 @@ fn draw(
         };
         let (replies, timings) = source.ask(manifest, hidden, &form)?;
         show(timings.as_deref());
-        let winner = merge_winners(&sections(replies), s, 0);
-        return Ok((
-            winner.expect("every shard has rows"),
-            "Gumbel-max: each shard's winner".into(),
-        ));
+        let winner = merge_winners(&sections(replies), s, 0)
+            .ok_or_else(|| anyhow!("every shard's answer is empty: no winner to draw from"))?;
+        return Ok((winner, "Gumbel-max: each shard's winner".into()));
     }
-    let first = s.top_k.unwrap_or(0).clamp(64, MAX_TOP_K);
     let mut why = String::new();
-    for k in [first, MAX_TOP_K] {
+    for k in top_k_ladder(s.top_k) {
         let form = Form::TopK {
             k,
             temperature: s.temperature,
@@ -170,9 +170,6 @@ fn draw(
         match sample(&parts, s, 0) {
             Ok(sampled) => return Ok((sampled, format!("from the shards' top-{k}"))),
             Err(e) => why = e.0,
-        }
-        if k == MAX_TOP_K {
-            break;
         }
     }
     let (replies, timings) = source.ask(manifest, hidden, &Form::Logits)?;

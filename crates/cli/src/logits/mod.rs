@@ -52,7 +52,7 @@ pub struct Shards {
     #[arg(long, value_name = "S", default_value_t = 30)]
     pub timeout_secs: u64,
     /// Retries of a request that failed to connect, timed out or got a 429/5xx.
-    #[arg(long, value_name = "R", default_value_t = 5)]
+    #[arg(long, value_name = "R", default_value_t = cobordism_protocol::DEFAULT_RETRIES)]
     pub retries: u32,
     /// Session key sent to the shards (X-Cobordism-Session): with object residency and replicas,
     /// the same key reaches the same replica of each shard (warm with the key you then use).

@@ -22,20 +22,15 @@ use anyhow::{anyhow, bail, Result};
 use cobordism_protocol::health::{HealthReport, PublicHealthReport, State, WarmReport};
 use cobordism_protocol::wire::header;
 use cobordism_protocol::{
-    encode_f32, worth_retrying, Form, Manifest, Precision, Query, ShardEntry, TopK, MAX_TOP_K,
+    encode_f32, retry_wait, worth_retrying, Form, Manifest, Precision, Query, ShardEntry, TopK,
+    MAX_TOP_K, ROUTE, WARM_ROUTE,
 };
 use serde::Deserialize;
 use ureq::http::Response;
 use ureq::{Agent, Body};
 
-/// The shard Worker's route.
-const ROUTE: &str = "/cobordism-lm-head";
 /// Most shards queried at the same time.
 const MAX_PARALLEL: usize = 32;
-/// Longest `Retry-After` honoured.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
-/// First backoff without `Retry-After`; doubles per attempt.
-const BACKOFF: Duration = Duration::from_millis(200);
 
 /// How to talk to the shards.
 #[derive(Clone, Debug)]
@@ -119,7 +114,7 @@ pub fn warm(manifest: &Manifest, endpoints: &[String], opts: &Options) -> Result
     let jobs: Vec<(usize, String)> = endpoints
         .iter()
         .enumerate()
-        .map(|(i, e)| (i, format!("{}{ROUTE}/warm", e.trim_end_matches('/'))))
+        .map(|(i, e)| (i, format!("{}{WARM_ROUTE}", e.trim_end_matches('/'))))
         .collect();
     let results = in_parallel(&jobs, |(index, url)| {
         let name = format!("shard {index} ({url})");
@@ -297,7 +292,8 @@ fn fetch_shard(
 }
 
 /// `once` until it succeeds, retrying what is worth it up to `opts.retries` times (after the
-/// shard's `Retry-After`, else a doubling backoff); the value and the attempts it took.
+/// shard's `Retry-After`, else the protocol's backoff: `retry_wait`); the value and the attempts
+/// it took.
 fn retried<T>(
     name: &str,
     opts: &Options,
@@ -309,8 +305,7 @@ fn retried<T>(
         match once() {
             Ok(value) => return Ok((value, attempt)),
             Err(Failure::Retry(_, wait)) if attempt <= opts.retries => {
-                let backoff = BACKOFF * 2u32.pow(attempt.min(8) - 1);
-                thread::sleep(wait.unwrap_or(backoff).min(MAX_RETRY_AFTER));
+                thread::sleep(retry_wait(attempt, wait));
             }
             Err(Failure::Retry(msg, _)) => {
                 let plural = if attempt == 1 { "" } else { "s" };
@@ -528,11 +523,9 @@ fn timing_entry(value: &str, name: &str) -> Option<String> {
     })
 }
 
+/// The wait the answer's `Retry-After` asks for (`cobordism_protocol::retry_after`).
 fn retry_after(resp: &Response<Body>) -> Option<Duration> {
-    header_value(resp, header::RETRY_AFTER)
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
+    header_value(resp, header::RETRY_AFTER).and_then(|v| cobordism_protocol::retry_after(&v))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cobordism_protocol::{decode_hidden, softcap, Form, Manifest};
+use cobordism_protocol::{decode_hidden, softcap, Form, Manifest, TopK};
 use kquant::QMatrix;
 
 use crate::common::*;
@@ -28,6 +28,8 @@ enum Mode {
     NoToken,
     /// Answers without `X-Shard-Count` (a shard older than the CLI).
     NoShardCount,
+    /// Answers every section form with an empty section, as no correct shard does.
+    EmptySections,
 }
 
 /// A one-shard manifest (tiny shape, soft cap 30) sliced in `dir/s`.
@@ -111,9 +113,12 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
         .mat_vec(&x, &mut logits)
         .unwrap();
     softcap(&mut logits, m.softcap);
-    let out = form
-        .encode(&logits, s.row_count, s.row_start as u32)
-        .unwrap();
+    let out = match mode {
+        Mode::EmptySections => empty_section(),
+        _ => form
+            .encode(&logits, s.row_count, s.row_start as u32)
+            .unwrap(),
+    };
     let row_start = match mode {
         Mode::WrongRowStart => s.row_start + 1,
         _ => s.row_start,
@@ -135,6 +140,18 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
     )
     .unwrap();
     stream.write_all(&out).unwrap();
+}
+
+/// A section without entries.
+fn empty_section() -> Vec<u8> {
+    let mut out = Vec::new();
+    let empty = TopK {
+        max_logit: 0.0,
+        log_sum_exp: 0.0,
+        entries: Vec::new(),
+    };
+    empty.encode_into(&mut out);
+    out
 }
 
 fn error(mut stream: TcpStream, status: &str, json: &str) {
@@ -309,6 +326,34 @@ fn a_busy_shard_is_retried_after_retry_after() {
             "(after 1 attempt)",
         ],
     );
+}
+
+#[test]
+fn empty_sections_are_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = one_shard(dir.path());
+    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
+    let url = serve(m, weights, Mode::EmptySections);
+    let sample = |temperature: &str| {
+        let args = [
+            "sample",
+            "--manifest",
+            "s/manifest.json",
+            "--endpoint",
+            &url,
+        ];
+        let rest = [
+            "--hidden-seed",
+            "4",
+            "--temperature",
+            temperature,
+            "--seed",
+            "1",
+        ];
+        run_in(dir.path(), &[&args[..], &rest].concat())
+    };
+    fails(sample("1"), 1, &["every shard's answer is empty"]);
+    fails(sample("0"), 1, &["every shard's top-1 is empty"]);
 }
 
 #[test]
