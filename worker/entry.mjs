@@ -4,8 +4,9 @@
 // It hands each request to the Rust `fetch` handler and keeps one failure from disabling the
 // isolate (workerd issue 3264): workers-rs's panic hook marks the shared init state as broken,
 // and so does a wasm trap seen here; the next request first resets the wasm instance (a fresh
-// linear memory, wasm-bindgen's `--experimental-reset-state-function`), so the shard answers
-// again — it reloads its slice on that request. An abort (failed allocation) makes
+// linear memory, wasm-bindgen's `--experimental-reset-state-function`) and logs the
+// `instance_reset` line (the one line printed here; its text comes from Rust), so the shard
+// answers again — it reloads its slice on that request. An abort (failed allocation) makes
 // wasm-bindgen's own abort handler schedule the same reset (`--force-enable-abort-handler`).
 //
 // The requests still in flight in a broken instance can never finish: their futures live in its

@@ -3,7 +3,8 @@
 // reply form and both precisions, one load for many concurrent callers whose vectors share
 // passes, a clean reload after the object's isolate is reset mid-traffic, replicas chosen by the
 // session key that load independently when they run apart and share one load when placed
-// together, and nothing reaching the object without access.
+// together, nothing reaching the object without access, and the keep-warm alarm as the object's
+// storage holds it: set by the first request, set again when it fires while wanted, not after.
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { startShards } from "../../worker/local.mjs";
@@ -238,14 +239,35 @@ test("nothing reaches the object without access", async () => {
   });
 });
 
-test("KEEP_WARM_S: the object sets its keep-warm alarm without a failure", async () => {
+/** The keep-warm alarm's period (cobordism_shard::object::KEEP_WARM_TICK_MS). */
+const TICK_MS = 30_000;
+
+/** When the object of shard 0 has its alarm due (ms since the epoch, null for none), as its
+ * storage holds it: the test build's `POST /__fault/alarm`, which the keep-warm does not count. */
+async function alarmOf(e) {
+  const r = await fetch(`${e}/__fault/alarm`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
+  const body = await r.json();
+  assert.equal(r.status, 200, JSON.stringify(body));
+  return body.alarm_ms;
+}
+
+test("KEEP_WARM_S: the first request sets the alarm, which sets itself again while wanted", async () => {
   const lines = [];
-  const onLog = ({ message }) => {
-    lines.push(message);
-  };
-  await withShards({ residency: "object", vars: { ...VARS, KEEP_WARM_S: "600" }, onLog }, async (local) => {
-    for (let i = 0; i < 3; i++) assert.equal((await post(local.endpoints[0], hiddenBytes(512, i))).status, 200);
-    await new Promise((r) => setTimeout(r, 200));
-    assert.deepEqual(lines.filter((l) => /keep-warm|alarm/.test(l)), [], "no alarm error logged");
-  });
+  const onLog = ({ message }) => void lines.push(message);
+  /** The alarm after 3 requests, and once it fired. */
+  const alarms = (keepWarmS) =>
+    withShards({ residency: "object", testBuild: true, vars: { ...VARS, KEEP_WARM_S: keepWarmS }, onLog }, async (local) => {
+      const e = local.endpoints[0];
+      assert.equal(await alarmOf(e), null, "none before a request");
+      const start = Date.now();
+      for (let i = 0; i < 3; i++) assert.equal((await post(e, hiddenBytes(512, i))).status, 200);
+      const first = await alarmOf(e);
+      assert.ok(first >= start + TICK_MS - 1000 && first <= Date.now() + TICK_MS, `a tick after the first request: ${first - start} ms`);
+      await new Promise((r) => setTimeout(r, first - Date.now() + 2000));
+      return [first, await alarmOf(e)];
+    });
+  const [[first, again], [, lapsed]] = await Promise.all([alarms("600"), alarms("1")]);
+  assert.ok(again >= first + TICK_MS - 100, `set again a tick after it fired: ${again - first} ms later`);
+  assert.equal(lapsed, null, "KEEP_WARM_S = 1: the last request is older when it fires, so it is not set again");
+  assert.deepEqual(lines.filter((l) => /keep_warm_failed/.test(l)), [], "no alarm failure logged");
 });
