@@ -382,13 +382,13 @@ fn manifest(plan: &Plan, layout: Layout, shards: Vec<ShardEntry>) -> Manifest {
         version: String::new(),
         model: h.model.clone(),
         tensor: h.tensor.clone(),
-        dtype: h.ty.name().into(),
+        dtype: h.ty,
         hidden: h.hidden,
         vocab: h.vocab,
         shard_count: shards.len(),
         softcap: h.softcap,
         source_dtype: h.requantized().then(|| h.source.name().into()),
-        layout: (layout != Layout::Ggml).then(|| layout.name().into()),
+        layout,
         shards,
     }
     .with_content_version()

@@ -69,7 +69,7 @@ impl MemoryNeed {
 
     /// The need of one shard of a validated manifest.
     pub fn of_shard(manifest: &Manifest, entry: &ShardEntry) -> MemoryNeed {
-        MemoryNeed::of(manifest.quant_type(), manifest.hidden, entry.row_count)
+        MemoryNeed::of(manifest.dtype, manifest.hidden, entry.row_count)
     }
 
     /// Everything but request bodies.

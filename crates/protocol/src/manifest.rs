@@ -42,8 +42,9 @@ pub struct Manifest {
     pub model: String,
     /// GGUF tensor the slices come from (`output.weight` or `token_embd.weight`).
     pub tensor: String,
-    /// ggml type name: `q4_k` or `q6_k`.
-    pub dtype: String,
+    /// The weights' ggml type, by name on the wire: `q4_k` or `q6_k`.
+    #[serde(with = "by_name::quant_type")]
+    pub dtype: QuantType,
     /// Columns: the hidden size, a multiple of 256.
     pub hidden: usize,
     /// Rows: the vocabulary size.
@@ -56,11 +57,12 @@ pub struct Manifest {
     /// `dtype` (`f16`, `bf16`, `q8_0`, …); absent when the slices are the stored bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_dtype: Option<String>,
-    /// How the slices' blocks are laid out ([`kquant::Layout`] by name): absent for ggml's own
-    /// blocks, `packed6` for Q6_K blocks repacked for the kernels (`slice --layout packed6`). A
-    /// build that does not know the field refuses the manifest rather than misread the bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub layout: Option<String>,
+    /// How the slices' blocks are laid out ([`kquant::Layout`], by name on the wire): absent for
+    /// ggml's own blocks, `packed6` for Q6_K blocks repacked for the kernels (`slice --layout
+    /// packed6`). A build that does not know the field refuses the manifest rather than misread
+    /// the bytes.
+    #[serde(default, skip_serializing_if = "is_ggml", with = "by_name::layout")]
+    pub layout: Layout,
     /// One entry per shard, in index order, covering `0..vocab` without gaps.
     pub shards: Vec<ShardEntry>,
 }
@@ -108,6 +110,59 @@ pub const MAX_HIDDEN: usize = 65536;
 /// Largest vocabulary accepted (today's largest use ~262k).
 pub const MAX_VOCAB: usize = 1 << 24;
 
+/// Whether `layout` is ggml's own (not written: a manifest without the field means it).
+fn is_ggml(layout: &Layout) -> bool {
+    *layout == Layout::Ggml
+}
+
+/// The manifest's typed fields on the wire: by their names, an unknown name refused with the
+/// names this build knows.
+mod by_name {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Reads a name and looks it up with `from_name`.
+    fn read<'de, D: Deserializer<'de>, T>(
+        d: D,
+        what: &str,
+        known: &str,
+        from_name: impl Fn(&str) -> Option<T>,
+    ) -> Result<T, D::Error> {
+        let name = String::deserialize(d)?;
+        from_name(&name).ok_or_else(|| {
+            D::Error::custom(format!(
+                "{what} {name:?} is not supported (supported: {known})"
+            ))
+        })
+    }
+
+    pub mod quant_type {
+        use super::*;
+        use kquant::QuantType;
+
+        pub fn serialize<S: Serializer>(t: &QuantType, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_str(t.name())
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<QuantType, D::Error> {
+            read(d, "dtype", "q4_k, q6_k", QuantType::from_name)
+        }
+    }
+
+    pub mod layout {
+        use super::*;
+        use kquant::Layout;
+
+        pub fn serialize<S: Serializer>(l: &Layout, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_str(l.name())
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Layout, D::Error> {
+            read(d, "layout", "ggml, packed6", Layout::from_name)
+        }
+    }
+}
+
 impl Manifest {
     /// Parses and validates `manifest.json`.
     pub fn parse(json: &[u8]) -> Result<Manifest, ManifestError> {
@@ -124,21 +179,12 @@ impl Manifest {
         serde_json::to_string_pretty(self).expect("a manifest always serializes")
     }
 
-    /// The format of the weights.
-    pub fn quant_type(&self) -> QuantType {
-        QuantType::from_name(&self.dtype).expect("validated")
-    }
-
-    /// The slices' block layout (ggml's when `layout` is absent).
-    pub fn layout(&self) -> Layout {
-        self.layout.as_deref().map_or(Layout::Ggml, |name| {
-            Layout::from_name(name).expect("validated")
-        })
-    }
-
-    /// Bytes of one row.
-    pub fn row_bytes(&self) -> usize {
-        self.quant_type().row_bytes(self.hidden).expect("validated")
+    /// Bytes of one row; an error for a hidden size the weights' type cannot hold (a manifest
+    /// from [`Manifest::parse`] has none).
+    pub fn row_bytes(&self) -> Result<usize, ManifestError> {
+        self.dtype
+            .row_bytes(self.hidden)
+            .map_err(|e| ManifestError(format!("hidden = {}: {e}", self.hidden)))
     }
 
     /// The version string derived from everything that changes logits or routing: format
@@ -152,9 +198,9 @@ impl Manifest {
             c.update(t.as_bytes());
         };
         text(&self.format_version.to_string());
-        text(&self.dtype);
-        if self.layout() != Layout::Ggml {
-            text(self.layout().name());
+        text(self.dtype.name());
+        if self.layout != Layout::Ggml {
+            text(self.layout.name());
         }
         let softcap = self
             .softcap
@@ -192,28 +238,13 @@ impl Manifest {
         if self.version.is_empty() || self.version.len() > 128 {
             return fail("version must be 1 to 128 characters");
         }
-        let ty = QuantType::from_name(&self.dtype).ok_or_else(|| {
-            ManifestError(format!(
-                "dtype {:?} is not supported (supported: q4_k, q6_k)",
-                self.dtype
-            ))
-        })?;
-        if let Some(name) = &self.layout {
-            let layout = Layout::from_name(name).ok_or_else(|| {
-                ManifestError(format!(
-                    "layout {name:?} is not supported (supported: ggml, packed6)"
-                ))
-            })?;
-            layout
-                .check(ty)
-                .map_err(|e| ManifestError(format!("layout: {e}")))?;
-        }
+        self.layout
+            .check(self.dtype)
+            .map_err(|e| ManifestError(format!("layout: {e}")))?;
         if self.hidden > MAX_HIDDEN {
             return fail(format!("hidden = {} is over {MAX_HIDDEN}", self.hidden));
         }
-        let row_bytes = ty
-            .row_bytes(self.hidden)
-            .map_err(|e| ManifestError(format!("hidden = {}: {e}", self.hidden)))?;
+        let row_bytes = self.row_bytes()?;
         if self.vocab == 0 || self.vocab > MAX_VOCAB {
             return fail(format!(
                 "vocab must be 1 to {MAX_VOCAB}, not {}",
@@ -296,13 +327,13 @@ mod tests {
             version: String::new(),
             model: "test".into(),
             tensor: "output.weight".into(),
-            dtype: "q6_k".into(),
+            dtype: QuantType::Q6K,
             hidden: 256,
             vocab: 6,
             shard_count: 2,
             softcap: Some(30.0),
             source_dtype: None,
-            layout: None,
+            layout: Layout::Ggml,
             shards,
         }
         .with_content_version()
@@ -316,13 +347,13 @@ mod tests {
         let changes: Vec<Mutation> = vec![
             |m| m.softcap = None,
             |m| m.softcap = Some(29.0),
-            |m| m.dtype = "q4_k".into(),
+            |m| m.dtype = QuantType::Q4K,
             |m| m.hidden = 512,
             |m| m.vocab = 7,
             |m| m.shards[1].row_count = 4,
             |m| m.shards[0].key = "other.bin".into(),
             |m| m.shards[0].checksum = Checksum::of(b"x"),
-            |m| m.layout = Some("packed6".into()),
+            |m| m.layout = Layout::Packed6,
         ];
         for mutate in changes {
             let mut m = sample();
@@ -332,24 +363,25 @@ mod tests {
         let mut renamed = sample();
         renamed.model = "another name".into();
         renamed.tensor = "token_embd.weight".into();
-        // Naming ggml's layout is the same as leaving it out.
-        renamed.layout = Some("ggml".into());
         assert_eq!(renamed.content_version(), base.version);
+        // Naming ggml's layout is the same as leaving it out.
+        let json = base
+            .to_json()
+            .replace("\"shards\"", "\"layout\": \"ggml\",\n  \"shards\"");
+        assert_eq!(Manifest::parse(json.as_bytes()).unwrap(), base);
     }
 
     #[test]
     fn round_trips_through_json() {
         let m = sample();
         assert_eq!(Manifest::parse(m.to_json().as_bytes()).unwrap(), m);
-        assert_eq!(m.quant_type(), QuantType::Q6K);
-        assert_eq!(m.row_bytes(), 210);
-        assert_eq!(m.layout(), Layout::Ggml);
+        assert_eq!(m.row_bytes(), Ok(210));
         assert!(
             !m.to_json().contains("layout"),
             "ggml's layout is not written"
         );
         let packed = Manifest {
-            layout: Some("packed6".into()),
+            layout: Layout::Packed6,
             ..m
         }
         .with_content_version();
@@ -357,7 +389,7 @@ mod tests {
             Manifest::parse(packed.to_json().as_bytes()).unwrap(),
             packed
         );
-        assert_eq!(packed.layout(), Layout::Packed6);
+        assert!(packed.to_json().contains("\"layout\": \"packed6\""));
     }
 
     #[test]
@@ -366,7 +398,6 @@ mod tests {
         let cases: Vec<(Mutation, &str)> = vec![
             (|m| m.format = "x".into(), "format"),
             (|m| m.format_version = 2, "format_version"),
-            (|m| m.dtype = "q8_0".into(), "supported: q4_k, q6_k"),
             (|m| m.hidden = 100, "multiple of 256"),
             (|m| m.hidden = MAX_HIDDEN + 256, "is over"),
             (|m| m.vocab = MAX_VOCAB + 1, "vocab must be"),
@@ -379,14 +410,10 @@ mod tests {
             (|m| m.softcap = Some(-1.0), "softcap"),
             (|m| m.shards[1].index = 5, "has index 5"),
             (
-                |m| m.layout = Some("packed4".into()),
-                "supported: ggml, packed6",
-            ),
-            (
                 |m| {
-                    m.dtype = "q4_k".into();
+                    m.dtype = QuantType::Q4K;
                     m.shards.iter_mut().for_each(|s| s.bytes = 3 * 144);
-                    m.layout = Some("packed6".into());
+                    m.layout = Layout::Packed6;
                 },
                 "q4_k blocks cannot be stored in the packed6 layout",
             ),
@@ -398,6 +425,26 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(needle), "{err:?} should mention {needle:?}");
+        }
+        // Names this build does not know, refused with the ones it does.
+        let json = sample().to_json();
+        for (from, to, needle) in [
+            (
+                "\"q6_k\"",
+                "\"q8_0\"",
+                "dtype \"q8_0\" is not supported (supported: q4_k, q6_k)",
+            ),
+            (
+                "\"shards\"",
+                "\"layout\": \"packed4\", \"shards\"",
+                "supported: ggml, packed6",
+            ),
+        ] {
+            let err = Manifest::parse(json.replace(from, to).as_bytes()).unwrap_err();
+            assert!(
+                err.to_string().contains(needle),
+                "{err} should mention {needle:?}"
+            );
         }
         assert!(Manifest::parse(b"{").is_err());
         assert!(Manifest::parse(b"[]").is_err());

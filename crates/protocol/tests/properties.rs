@@ -17,7 +17,7 @@ use cobordism_protocol::{
     FORMAT_VERSION, MAX_BATCH,
 };
 use cobordism_test_support::proptest_config;
-use kquant::QuantType;
+use kquant::{Layout, QuantType};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -97,13 +97,13 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                     version,
                     model,
                     tensor,
-                    dtype: dtype.into(),
+                    dtype: QuantType::from_name(dtype).unwrap(),
                     hidden,
                     vocab,
                     shard_count: shards.len(),
                     softcap,
                     source_dtype: None,
-                    layout: None,
+                    layout: Layout::Ggml,
                     shards,
                 };
                 if own_version {
@@ -126,7 +126,7 @@ proptest! {
         prop_assert_eq!(back.as_ref(), Ok(&m));
         let back = back.unwrap();
         prop_assert_eq!(back.softcap.map(f32::to_bits), m.softcap.map(f32::to_bits));
-        prop_assert_eq!(back.row_bytes() as u64 * back.vocab as u64,
+        prop_assert_eq!(back.row_bytes().unwrap() as u64 * back.vocab as u64,
                         back.shards.iter().map(|s| s.bytes).sum::<u64>());
     }
 

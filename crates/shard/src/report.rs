@@ -30,8 +30,8 @@ impl Isolate<'_> {
         let slice = self.shard.with_resident(|r| SliceReport {
             row_start: r.entry.row_start,
             row_count: r.entry.row_count,
-            dtype: r.manifest.dtype.clone(),
-            layout: r.manifest.layout().name().into(),
+            dtype: r.manifest.dtype.name().into(),
+            layout: r.manifest.layout.name().into(),
             hidden: r.manifest.hidden,
             vocab: r.manifest.vocab,
             softcap: r.manifest.softcap,

@@ -21,7 +21,7 @@ pub fn compute(
     hidden: &[f32],
     precision: Precision,
 ) -> Result<Vec<f32>> {
-    let (ty, row_bytes) = (manifest.quant_type(), manifest.row_bytes());
+    let (ty, row_bytes) = (manifest.dtype, manifest.row_bytes()?);
     let chunk_rows = (CHUNK_BYTES / row_bytes).max(1);
     let mut logits = vec![0.0f32; manifest.vocab];
     let total = manifest.shards.iter().map(|s| s.bytes).sum();
@@ -33,7 +33,7 @@ pub fn compute(
             let (head, rest) = std::mem::take(&mut out)
                 .split_at_mut_checked(rows)
                 .context("a slice holds more rows than the manifest says")?;
-            let m = QMatrix::with_layout(ty, manifest.layout(), chunk, rows, manifest.hidden)?;
+            let m = QMatrix::with_layout(ty, manifest.layout, chunk, rows, manifest.hidden)?;
             let mut scratch = vec![0.0; answer::scratch_len(&m, 1)];
             answer::logits_into(&m, hidden, precision, manifest.softcap, head, &mut scratch)?;
             out = rest;

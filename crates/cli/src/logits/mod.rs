@@ -330,7 +330,7 @@ fn print_top_k(
     println!(
         "{} {} [{} × {}], {} shards, {}{}",
         manifest.model,
-        manifest.dtype,
+        manifest.dtype.name(),
         manifest.hidden,
         manifest.vocab,
         manifest.shard_count,

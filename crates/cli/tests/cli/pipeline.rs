@@ -65,7 +65,7 @@ fn slices_are_the_tensor_cut_by_rows() {
     let m = Manifest::parse(&fs::read(d.join("s/manifest.json")).unwrap()).unwrap();
     assert_eq!((m.hidden, m.vocab, m.shard_count), (512, 4096, 3));
     assert_eq!(
-        (m.dtype.as_str(), m.tensor.as_str()),
+        (m.dtype.name(), m.tensor.as_str()),
         ("q6_k", "token_embd.weight")
     );
     assert_eq!(m.model, "synth-tiny-q6_k");
@@ -156,7 +156,7 @@ fn packed6_slices_give_the_same_logits_bit_for_bit() {
     ));
 
     let m = Manifest::parse(&fs::read(d.join("p/manifest.json")).unwrap()).unwrap();
-    assert_eq!(m.layout(), Layout::Packed6);
+    assert_eq!(m.layout, Layout::Packed6);
     let ggml = Manifest::parse(&fs::read(d.join("g/manifest.json")).unwrap()).unwrap();
     assert_ne!(m.version, ggml.version, "the layout is part of the version");
     // The slices are the tensor's blocks repacked, checksummed as stored.
@@ -175,7 +175,8 @@ fn packed6_slices_give_the_same_logits_bit_for_bit() {
     for precision in ["", "--int8"] {
         let logits = |dir: &str| {
             let line = format!(
-                "logits --manifest {dir}/manifest.json --local --hidden-seed 4 {precision} --out {dir}.f32"
+                "logits --manifest {dir}/manifest.json --local --hidden-seed 4 {precision} \
+                 --out {dir}.f32"
             );
             ok(cli(d, &line));
             fs::read(d.join(format!("{dir}.f32"))).unwrap()
@@ -260,7 +261,8 @@ fn upload_checks_slices_then_puts_the_manifest_last() {
         &fake,
         // Records each call; `get` finds nothing, as in an empty bucket.
         format!(
-            "#!/bin/sh\necho \"$@\" >> {}\ncase \"$3\" in get) echo 'The specified key does not exist.' >&2; exit 1;; esac\n",
+            "#!/bin/sh\necho \"$@\" >> {}\ncase \"$3\" in \
+             get) echo 'The specified key does not exist.' >&2; exit 1;; esac\n",
             log.display()
         ),
     )

@@ -102,13 +102,16 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
         return error(stream, "503 Service Unavailable", msg);
     }
     if auth.is_some_and(|a| a != format!("Bearer {TOKEN}")) {
-        let msg = r#"{"error":"unauthorized","detail":"a valid Authorization: Bearer token is required"}"#;
+        let msg = concat!(
+            r#"{"error":"unauthorized","#,
+            r#""detail":"a valid Authorization: Bearer token is required"}"#
+        );
         return error(stream, "401 Unauthorized", msg);
     }
     let (x, _) = decode_hidden(&body, m.hidden).unwrap();
     let s = &m.shards[0];
     let mut logits = vec![0.0f32; s.row_count];
-    QMatrix::with_layout(m.quant_type(), m.layout(), weights, s.row_count, m.hidden)
+    QMatrix::with_layout(m.dtype, m.layout, weights, s.row_count, m.hidden)
         .unwrap()
         .mat_vec(&x, &mut logits)
         .unwrap();
@@ -133,7 +136,18 @@ fn answer(mut stream: TcpStream, m: &Manifest, weights: &[u8], mode: Mode, busy:
     };
     write!(
         stream,
-        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nX-Shard-Index: 0\r\n{shard_count}X-Vocab: {}\r\nX-Row-Start: {row_start}\r\nX-Row-Count: {}\r\nServer-Timing: load;dur=0, compute;dur=1.5\r\nX-Cache: hit\r\nX-Manifest-Version: {version}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 200 OK\r\n\
+         Content-Type: application/octet-stream\r\n\
+         X-Shard-Index: 0\r\n\
+         {shard_count}\
+         X-Vocab: {}\r\n\
+         X-Row-Start: {row_start}\r\n\
+         X-Row-Count: {}\r\n\
+         Server-Timing: load;dur=0, compute;dur=1.5\r\n\
+         X-Cache: hit\r\n\
+         X-Manifest-Version: {version}\r\n\
+         Content-Length: {}\r\n\
+         Connection: close\r\n\r\n",
         m.vocab,
         s.row_count,
         out.len()
@@ -157,7 +171,8 @@ fn empty_section() -> Vec<u8> {
 fn error(mut stream: TcpStream, status: &str, json: &str) {
     write!(
         stream,
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{json}",
         json.len()
     )
     .unwrap();

@@ -25,8 +25,8 @@ impl Resident {
     ) -> Result<Vec<f32>, ShardError> {
         let rows = self.entry.row_count;
         let m = QMatrix::with_layout(
-            self.manifest.quant_type(),
-            self.manifest.layout(),
+            self.manifest.dtype,
+            self.manifest.layout,
             &self.slice,
             rows,
             self.manifest.hidden,

@@ -58,13 +58,13 @@ pub fn model_of(seed: u64, shards: usize, vocab: usize) -> Model {
         version: String::new(),
         model: "test".into(),
         tensor: "output.weight".into(),
-        dtype: "q6_k".into(),
+        dtype: kquant::QuantType::Q6K,
         hidden: HIDDEN,
         vocab,
         shard_count: shards,
         softcap: None,
         source_dtype: None,
-        layout: None,
+        layout: kquant::Layout::Ggml,
         shards: entries,
     }
     .with_content_version();
