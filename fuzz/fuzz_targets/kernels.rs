@@ -17,7 +17,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let ty = QuantType::ALL[usize::from(kind & 1)];
-    let (rows, cols) = (usize::from(rows % 8), 256 * usize::from(cols % 4) + usize::from(kind >> 7));
+    let (rows, cols) = (
+        usize::from(rows % 8),
+        256 * usize::from(cols % 4) + usize::from(kind >> 7),
+    );
     // x comes from the front of the data, the weights from the rest.
     let x: Vec<f32> = rest
         .chunks_exact(4)

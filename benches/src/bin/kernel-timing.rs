@@ -46,7 +46,8 @@ fn main() {
             );
             if charted {
                 json += &format!(
-                    "{{\"case\":\"{}\",\"kernel\":\"{arch} {kernel}\",\"ms\":{ms:.3},\"gbps\":{:.3}}}\n",
+                    "{{\"case\":\"{}\",\"kernel\":\"{arch} {kernel}\",\
+                     \"ms\":{ms:.3},\"gbps\":{:.3}}}\n",
                     case.label(),
                     gb / (ms / 1e3)
                 );

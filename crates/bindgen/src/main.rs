@@ -28,7 +28,8 @@ enum Target {
 #[derive(Parser)]
 #[command(
     version,
-    about = "wasm-bindgen's output for a module, as the `wasm-bindgen` CLI of the same version writes it"
+    about = "wasm-bindgen's output for a module, as the `wasm-bindgen` CLI of the same version \
+             writes it"
 )]
 struct Args {
     /// The module rustc wrote.

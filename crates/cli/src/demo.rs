@@ -52,7 +52,12 @@ pub struct Args {
     pub workdir: PathBuf,
     /// Where each shard's slice lives: `isolate` (whichever isolate serves the request) or
     /// `object` (the shard's Durable Object).
-    #[arg(long, value_name = "MODE", default_value = "isolate", value_parser = ["isolate", "object"])]
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "isolate",
+        value_parser = ["isolate", "object"]
+    )]
     pub residency: String,
 }
 
@@ -109,7 +114,8 @@ impl Shards {
     fn start(root: &Path, shards: usize, state: &Path, residency: &str) -> Result<Shards> {
         let script = root.join("scripts/local-shards.mjs");
         println!(
-            "\n$ node scripts/local-shards.mjs --shards {shards} --residency {residency} --state {}   # token from {TOKEN_VAR}",
+            "\n$ node scripts/local-shards.mjs --shards {shards} --residency {residency} \
+             --state {}   # token from {TOKEN_VAR}",
             state.display()
         );
         let mut child = Command::new("node")

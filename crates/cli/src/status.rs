@@ -1,9 +1,9 @@
 //! `cobordism status`: the fleet at a glance. Reads every shard's `GET /healthz` at once (it
 //! never loads anything) and checks what makes a deployment work as one: each shard reachable
 //! and accepting the token, at its index, configured for as many shards as there are endpoints,
-//! not failed, and resident shards all on one manifest version (`--manifest-version`, or the one most
-//! of them serve). One table, or `--json` for cron and monitoring; the exit code says whether any
-//! shard has a problem, and the message names them.
+//! not failed, and resident shards all on one manifest version (`--manifest-version`, or the one
+//! most of them serve). One table, or `--json` for cron and monitoring; the exit code says whether
+//! any shard has a problem, and the message names them.
 
 use anyhow::Result;
 use clap::{ArgGroup, Args as ClapArgs};
@@ -185,7 +185,8 @@ fn print_table(fleet: &Fleet) {
             None => (dash(), dash(), dash(), dash(), dash(), dash(), dash()),
         };
         println!(
-            "{:>5}  {state:<8} {version:<18} {backend:<16} {residency:<9} {loads:>5} {requests:>9} {memory:>9}  {}",
+            "{:>5}  {state:<8} {version:<18} {backend:<16} {residency:<9} {loads:>5} \
+             {requests:>9} {memory:>9}  {}",
             r.index,
             r.problem.as_deref().unwrap_or("ok")
         );

@@ -3,7 +3,8 @@
 //! little-endian files.
 //!
 //! ```text
-//! cargo run --release -p kquant-js --example fixtures -- OUTDIR [--rows N] [--cols N] [--seed N] [--no-dequantize]
+//! cargo run --release -p kquant-js --example fixtures -- \
+//!     OUTDIR [--rows N] [--cols N] [--seed N] [--no-dequantize]
 //! ```
 //!
 //! Writes into OUTDIR: `fixtures.json` (`{"rows", "cols", "seed", "backend"}`), `x.f32` (`cols`

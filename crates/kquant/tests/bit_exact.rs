@@ -16,7 +16,8 @@ fn assert_backends_agree(m: &QMatrix, x: &[f32], case: &str) -> Vec<f32> {
         let got = mat_vec(backend, m, x);
         if let Some(r) = first_difference(&got, &reference) {
             panic!(
-                "{case}: {backend} differs from scalar at row {r}: {:e} ({:#010x}) vs {:e} ({:#010x})",
+                "{case}: {backend} differs from scalar at row {r}: {:e} ({:#010x}) vs {:e} \
+                 ({:#010x})",
                 got[r],
                 got[r].to_bits(),
                 reference[r],

@@ -241,7 +241,8 @@ fn check(mode: &str, ty: QuantType, w: &[u8], rows: usize, xs: &[f32], case: &st
                 let got = run(backend, &m, &xs[..n * cols]);
                 if let Some(i) = first_difference(&got, &want[..n * rows]) {
                     panic!(
-                        "{mode} {ty:?} ({} layout) {case}, batch of {n}, {backend}: row {} of vector {} is {:e} ({:#010x}), the oracle says {:e} ({:#010x})",
+                        "{mode} {ty:?} ({} layout) {case}, batch of {n}, {backend}: \
+                         row {} of vector {} is {:e} ({:#010x}), the oracle says {:e} ({:#010x})",
                         layout.name(),
                         i % rows,
                         i / rows,

@@ -1,13 +1,14 @@
 //! The reply forms of `POST /cobordism-lm-head`, chosen by the query and encoded here for the
-//! shard, so that the CLI's local path and the shard give the same bytes:
+//! shard, so that the CLI's local path and the shard give the same bytes. Per hidden vector:
 //!
-//! | query | per hidden vector |
-//! |---|---|
-//! | (none) | all the slice's logits, f32 |
-//! | `top_k=K[&temperature=T]` | a section: the K best `(id, logit)`, the max, `ln Σ exp(z/T)` |
-//! | `temperature=T&seed=S` | a section with one entry: the slice's Gumbel-max winner ([`crate::sampling`]) |
-//! | `temperature=T&seeds=S:V,…` | the same, vector `j` with the noise of seed `S_j` and vector index `V_j` |
-//! | `tokens=ID,ID,…[&temperature=T]` | a section with the asked tokens that fall in the slice, in the order asked |
+//! - no query: all the slice's logits, f32;
+//! - `top_k=K[&temperature=T]`: a section, the K best `(id, logit)`, the max, `ln Σ exp(z/T)`;
+//! - `temperature=T&seed=S`: a section with one entry, the slice's Gumbel-max winner
+//!   ([`crate::sampling`]);
+//! - `temperature=T&seeds=S:V,…`: the same, vector `j` with the noise of seed `S_j` and vector
+//!   index `V_j`;
+//! - `tokens=ID,ID,…[&temperature=T]`: a section with the asked tokens that fall in the slice, in
+//!   the order asked.
 //!
 //! Sections share the wire format of [`TopK`]; `T` defaults to 1. [`Query`] reads a whole query:
 //! the form and `precision`, every parameter at most once.

@@ -8,9 +8,9 @@
 //!
 //! The buffers belong to the pool, not to the requests. When a client goes away the runtime may
 //! simply never resume its request (the future is not polled again, so nothing is dropped); a
-//! slot whose body made no progress for [`STALL_MS`] is therefore taken over (`crate::stall`), buffer and all, by
-//! the next request that needs one, and the stalled request, should it ever wake, finds its
-//! lease gone. Each buffer is reserved at the cap once, fallibly, and then reused.
+//! slot whose body made no progress for [`STALL_MS`] is therefore taken over (`crate::stall`),
+//! buffer and all, by the next request that needs one, and the stalled request, should it ever
+//! wake, finds its lease gone. Each buffer is reserved at the cap once, fallibly, and then reused.
 
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -11,13 +11,14 @@
 //! request whose I/O completed meanwhile enqueues too. Before each turn a waiting request
 //! decides, with `turns` the turns it has yielded so far:
 //!
-//! | its answer is there | `turns` | pass full (`MAX_BATCH` vectors queued) | others arriving, or the isolate loaded | then |
+//! | its answer is there | `turns` | pass full | others arriving, or the isolate loaded | then |
 //! |---|---|---|---|---|
 //! | yes | any | any | any | return it |
 //! | no | 0 | any | any | yield |
 //! | no | 1 … [`MAX_TURNS`] − 1 | no | yes | yield |
 //! | no | otherwise | | | run a pass |
 //!
+//! *Full*: `MAX_BATCH` vectors queued.
 //! *Arriving*: requests counted in the isolate ([`Arrival`]) that have not queued their job yet.
 //! *Loaded*: the last pass computed more than one job or left some queued. A lone caller is
 //! never loaded and has nobody arriving: it yields once. Under load a request yields until its

@@ -142,7 +142,10 @@ fn check_relaxed(path: &str, bytes: &[u8]) -> Result<usize, String> {
     for i in found.dots.keys() {
         let name = shown(i);
         if !name.starts_with(RELAXED_KERNELS) {
-            return Err(format!("{path}: a relaxed dot product in {name}, which is not one of kquant's relaxed int8 kernels"));
+            return Err(format!(
+                "{path}: a relaxed dot product in {name}, which is not one of kquant's relaxed \
+                 int8 kernels"
+            ));
         }
     }
     Ok(found.dots.len())

@@ -156,7 +156,10 @@ fn parse(r: impl Read, file_len: u64, path: &Path) -> Result<Gguf> {
     let version = c.u32("the version")?;
     match version {
         2 | 3 => {}
-        1 => bail!("GGUF version 1 is not supported (only 2 and 3); convert the file with a current llama.cpp"),
+        1 => bail!(
+            "GGUF version 1 is not supported (only 2 and 3); convert the file with a current \
+             llama.cpp"
+        ),
         v if matches!(v.swap_bytes(), 2 | 3) => {
             bail!("big-endian GGUF files are not supported")
         }
@@ -317,7 +320,8 @@ impl<R: Read> Cursor<R> {
         self.need(n, what)?;
         ensure!(
             n <= MAX_STRING_BYTES,
-            "{what} at offset {} claims {n} bytes, more than the {MAX_STRING_BYTES} a string may have",
+            "{what} at offset {} claims {n} bytes, more than the {MAX_STRING_BYTES} a string \
+             may have",
             self.pos
         );
         let mut s = vec![0; usize::try_from(n).context("string too long")?];

@@ -74,7 +74,13 @@ pub struct Args {
     pub prune: bool,
     /// How long an object stays after the manifest stopped naming it, so that shards loading
     /// the previous version can finish: e.g. 1h, 10m, 0s.
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration, requires = "prune")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1h",
+        value_parser = humantime::parse_duration,
+        requires = "prune"
+    )]
     pub grace: Duration,
 }
 
@@ -543,7 +549,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bucket = Memory::default();
         let (a, ma) = version(dir.path(), &["s0.a"]);
-        let evil = br#"{"format":"cobordism-ledger/1","objects":{"../other/x":{"state":"stored","since_ms":0}}}"#;
+        let evil = concat!(
+            r#"{"format":"cobordism-ledger/1","#,
+            r#""objects":{"../other/x":{"state":"stored","since_ms":0}}}"#
+        )
+        .as_bytes();
         bucket
             .objects
             .lock()

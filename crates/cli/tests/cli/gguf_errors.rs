@@ -116,7 +116,8 @@ fn unsupported_tensor_type_is_named() {
             "output.weight",
             "Q4_0",
             "ggml type 2",
-            "supported: q4_k and q6_k as they are, and f32, f16, bf16, q8_0, q5_k with --requantize",
+            "supported: q4_k and q6_k as they are, and f32, f16, bf16, q8_0, q5_k with \
+             --requantize",
         ],
     );
     // Q8_0: 34 bytes per 32 weights, requantizable: the refusal names the flag.

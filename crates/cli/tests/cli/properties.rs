@@ -37,7 +37,16 @@ proptest! {
         w.write_all(&mut file, &[&tensor]).unwrap();
         std::fs::write(&gguf, file).unwrap();
         let budget = Budget { mib: 100 };
-        slice::run(&slice::Args { gguf, shards, out: out.clone(), budget, force: false, requantize: None, layout: kquant::Layout::Ggml }).unwrap();
+        slice::run(&slice::Args {
+            gguf,
+            shards,
+            out: out.clone(),
+            budget,
+            force: false,
+            requantize: None,
+            layout: kquant::Layout::Ggml,
+        })
+        .unwrap();
 
         let m = slices::read_manifest(&out.join(slice::MANIFEST)).unwrap();
         prop_assert_eq!((m.vocab, m.hidden, m.shard_count), (vocab, hidden, shards));

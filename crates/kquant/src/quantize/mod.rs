@@ -37,9 +37,10 @@
 //! unit tests pin digests of ggml's output for 64 seeded rows.
 //!
 //! On ggml's own test data (`tests/quantizer_error.rs`, the statistics of ggml's
-//! `test-quantize-fns`, whose limits are 0.002 and 0.02):
+//! `test-quantize-fns`, whose limits are 0.002 and 0.02), with the total error `sqrt(Σ(x−y)²)/n`
+//! and the dot-product error `|q(x)·y − x·y|/n`:
 //!
-//! | type | total error `sqrt(Σ(x−y)²)/n` | dot-product error `|q(x)·y − x·y|/n` | ggml's published dot-product error |
+//! | type | total error | dot-product error | ggml's published dot-product error |
 //! |---|---|---|---|
 //! | Q4_K | 9.8e-4 | 2.1e-3 | ≈ 2.4e-3 |
 //! | Q6_K | 2.6e-4 | 4.4e-4 | ≈ 9.5e-4 |

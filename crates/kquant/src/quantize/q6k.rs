@@ -65,8 +65,9 @@ fn quantize_block(x: &[f32; QK_K]) -> BlockQ6K {
 /// the compiler vectorizes across them; each lane still sums its own 16 values in index order
 /// and makes ggml's comparisons in ggml's order, so every lane's result is the one ggml's scalar
 /// loop gives (`matches_ggml_reference_bytes`). `cobordism synth` of a 447 MB Q6_K lm-head went
-/// from 17.0 to 8.7 s on two cores (the same bytes); the random weights are now a fifth of it. The levels are derived once, from the inverse scale that won, where ggml rederives
-/// them at every improvement: the same function of the same value.
+/// from 17.0 to 8.7 s on two cores (the same bytes); the random weights are now a fifth of it.
+/// The levels are derived once, from the inverse scale that won, where ggml rederives them at
+/// every improvement: the same function of the same value.
 fn fit_symmetric(x: &[[f32; SUB]; SUBS]) -> ([f32; SUBS], [u8; QK_K]) {
     // Column `i` of every sub-block side by side: `xt[i][j]` is value `i` of sub-block `j`.
     let xt: [[f32; SUBS]; SUB] = core::array::from_fn(|i| core::array::from_fn(|j| x[j][i]));

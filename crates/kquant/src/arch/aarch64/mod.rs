@@ -10,7 +10,11 @@ pub(crate) fn flushes_subnormals() -> bool {
     let fpcr: u64;
     // SAFETY: `mrs` reads FPCR into a register; no memory, stack or flags are touched.
     unsafe {
-        core::arch::asm!("mrs {r}, fpcr", r = out(reg) fpcr, options(nomem, nostack, preserves_flags));
+        core::arch::asm!(
+            "mrs {r}, fpcr",
+            r = out(reg) fpcr,
+            options(nomem, nostack, preserves_flags)
+        );
     }
     fpcr & FPCR_FZ != 0
 }

@@ -16,7 +16,11 @@ pub(crate) fn flushes_subnormals() -> bool {
     // SAFETY: `stmxcsr` stores the 32-bit MXCSR (SSE, part of x86_64) to the address given, a
     // live local `u32`; it touches no other memory, stack or flags.
     unsafe {
-        core::arch::asm!("stmxcsr [{p}]", p = in(reg) &mut csr as *mut u32, options(nostack, preserves_flags));
+        core::arch::asm!(
+            "stmxcsr [{p}]",
+            p = in(reg) &mut csr as *mut u32,
+            options(nostack, preserves_flags)
+        );
     }
     csr & MXCSR_FTZ_DAZ != 0
 }
@@ -57,14 +61,26 @@ mod tests {
         // SAFETY: `stmxcsr`/`ldmxcsr` read and write MXCSR through a live local `u32`; the value
         // loaded is the current one with only FTZ and DAZ added, and the original is restored.
         unsafe {
-            core::arch::asm!("stmxcsr [{p}]", p = in(reg) &mut saved as *mut u32, options(nostack, preserves_flags));
+            core::arch::asm!(
+                "stmxcsr [{p}]",
+                p = in(reg) &mut saved as *mut u32,
+                options(nostack, preserves_flags)
+            );
             let flushed = saved | MXCSR_FTZ_DAZ;
-            core::arch::asm!("ldmxcsr [{p}]", p = in(reg) &flushed as *const u32, options(nostack, preserves_flags));
+            core::arch::asm!(
+                "ldmxcsr [{p}]",
+                p = in(reg) &flushed as *const u32,
+                options(nostack, preserves_flags)
+            );
         }
         let result = f();
         // SAFETY: as above, restoring the value read first.
         unsafe {
-            core::arch::asm!("ldmxcsr [{p}]", p = in(reg) &saved as *const u32, options(nostack, preserves_flags));
+            core::arch::asm!(
+                "ldmxcsr [{p}]",
+                p = in(reg) &saved as *const u32,
+                options(nostack, preserves_flags)
+            );
         }
         result
     }
