@@ -43,6 +43,7 @@ stage_setup() { scripts/setup.sh; }
 stage_lint-native() {
   cargo fmt --all -- --check
   node scripts/check-links.mjs # refuses scripts/fixtures/broken-links.md first
+  node scripts/check-line-length.mjs # refuses scripts/fixtures/long-lines.rs first
   cargo clippy --workspace --exclude cobordism-worker --all-targets -- -D warnings
 }
 stage_lint() {
