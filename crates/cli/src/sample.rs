@@ -198,7 +198,8 @@ Each shard sends the logits of the asked tokens in its rows plus its log-sum-exp
 log-probability is z/T − ln Σ exp(z/T) over the whole vocabulary.
 
 Example:
-  cobordism logprobs --manifest slices/tiny/manifest.json --local --hidden-seed 1 --tokens 5,17,400")]
+  cobordism logprobs --manifest slices/tiny/manifest.json --local --hidden-seed 1 \
+    --tokens 5,17,400")]
 pub struct LogprobsArgs {
     #[command(flatten)]
     pub source: Source,
