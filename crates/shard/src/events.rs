@@ -118,13 +118,15 @@ impl<'a> Event<'a> {
 /// is granted (`401`, `503 auth_not_configured`, and the `404`/`405` decided before access is),
 /// so that a caller without a token writes nothing to the operator's log or dataset.
 pub fn written(code: ErrorCode) -> bool {
-    !matches!(
-        code,
-        ErrorCode::Unauthorized
-            | ErrorCode::AuthNotConfigured
-            | ErrorCode::NotFound
-            | ErrorCode::MethodNotAllowed
-    )
+    // A must-fail build (crates/shard/must-fail.txt) writes for every request.
+    cfg!(shard_perturb = "written_without_access")
+        || !matches!(
+            code,
+            ErrorCode::Unauthorized
+                | ErrorCode::AuthNotConfigured
+                | ErrorCode::NotFound
+                | ErrorCode::MethodNotAllowed
+        )
 }
 
 /// Milliseconds between two pass summaries (host clock).

@@ -238,6 +238,12 @@ impl Shard {
             Ok(r) => (Some(r.manifest.version.as_str()), Some(r.entry.bytes), "ok"),
             Err(e) => (known_version.as_deref(), None, e.code.name()),
         };
+        // A must-fail build (crates/shard/must-fail.txt) logs every load as a success.
+        let outcome = if cfg!(shard_perturb = "load_always_ok") {
+            "ok"
+        } else {
+            outcome
+        };
         let event = Event::SliceLoad {
             shard: cfg.shard_index,
             version,
