@@ -18,9 +18,9 @@
 #
 # --residency object keeps each shard's slice in its Durable Object (every script carries the
 # ShardObject class and its migration; RESIDENCY picks whether it is used), --replicas R gives
-# each shard R objects, chosen by the caller's session key, and --keep-warm-s S keeps an object
-# in memory S seconds after its last request (billed as Durable Object duration): docs/API.md,
-# "Residency".
+# each shard R objects, chosen by the caller's session key, and --keep-warm-s S sets KEEP_WARM_S
+# (being redesigned, see issue 43): docs/API.md, "Residency"; the Cloudflare rules behind it are
+# in docs/PLATFORM.md.
 #
 # The token is COBORDISM_TOKEN if set, else the one in .cobordism/token (COBORDISM_TOKEN_FILE),
 # else a new random one written there (mode 600). Shards without a token serve nobody, so a

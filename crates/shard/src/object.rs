@@ -8,14 +8,16 @@
 //! header) picks one, always the same for the same key, so a decoding stream's requests meet
 //! the other streams of that replica in one instance (and coalesce). The slice lives in the
 //! isolate, not in the object: replicas that Cloudflare places apart each load their own and
-//! give a thread of compute each; replicas it places in one isolate (it may: objects of one class
-//! may share an isolate's memory) share that isolate's one slice, and its one thread.
+//! give a thread of compute each; replicas it places in one isolate (whether it does is not
+//! documented: docs/PLATFORM.md) share that isolate's one slice, and its one thread.
 //!
-//! An object stays in memory while requests or events keep arriving (Cloudflare evicts it after
-//! 70–140 s without any). [`KeepWarm`] (`KEEP_WARM_S`) holds it between sessions: every request
-//! notes its time, and an alarm every [`KEEP_WARM_TICK_MS`] is set again as long as the last
-//! request is less than `KEEP_WARM_S` old, so the object stays resident up to that long after
-//! its last request (and is billed for it: duration is per GB-s of the 128 MB while in memory).
+//! How long an idle object stays in memory, and what it is billed meanwhile, is Cloudflare's
+//! lifecycle: docs/PLATFORM.md, "Durable Object lifecycle". [`KeepWarm`] (`KEEP_WARM_S`, being
+//! redesigned, see issue 43): every request notes its time, and an alarm every
+//! [`KEEP_WARM_TICK_MS`] is set again as long as the last request is less than `KEEP_WARM_S`
+//! old. As the lifecycle is documented, a pending alarm does not keep the object from
+//! hibernating: each alarm wakes it rather than keeps it (docs/PLATFORM.md, "Keep-warm and the
+//! lifecycle").
 //! Each object keeps its own schedule, also when Cloudflare runs several of a shard's replicas in
 //! one isolate: the state is kept by object id, of which a shard has at most [`MAX_REPLICAS`].
 //!
@@ -65,7 +67,7 @@ pub const MAX_REPLICAS: u32 = 64;
 /// the request — reaches it.
 pub const FORWARD_TIMEOUT_MS: f64 = 60_000.0;
 
-/// The keep-warm alarm's period: well inside the 70 s an idle object is surely kept.
+/// The keep-warm alarm's period (docs/PLATFORM.md, "Keep-warm and the lifecycle").
 pub const KEEP_WARM_TICK_MS: f64 = 30_000.0;
 
 /// The name of the object that serves shard `cfg.shard_index` for a caller with session key
