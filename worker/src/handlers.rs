@@ -3,6 +3,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
+use cobordism_protocol::health::ManifestLook;
 use cobordism_protocol::wire::header;
 use cobordism_protocol::Query;
 use cobordism_shard::{
@@ -29,6 +30,9 @@ thread_local! {
     /// When the passes' summary is next logged.
     static PASS_SUMMARY: PassSummary = PassSummary::default();
 }
+
+/// This build of the shard Worker, as `/healthz` and the forward name it.
+pub const BUILD: &str = env!("CARGO_PKG_VERSION");
 
 /// Drops this isolate's slice (the test shard's `/__fault/forget`).
 #[cfg(feature = "fault-injection")]
@@ -195,9 +199,18 @@ pub fn healthz_public() -> Result<Response, ApiError> {
     Ok(Response::from_json(&report)?)
 }
 
-/// `GET /healthz`: the shard's state, without loading anything.
-pub fn healthz(cfg: &Settings, scope: &Scope<'_>) -> Result<Response, ApiError> {
+/// `GET /healthz`: the shard's state, without loading anything (while nothing is resident, one
+/// look at the manifest a `MANIFEST_TTL_MS`).
+pub async fn healthz(cfg: &Settings, scope: &Scope<'_>) -> Result<Response, ApiError> {
     let (shard, passes) = (SHARD.with(Rc::clone), PASSES.with(Rc::clone));
+    let manifest = match R2::from_env(scope.env) {
+        Ok(r2) => shard.look_at_manifest(cfg, &r2).await,
+        Err(e) => Some(ManifestLook {
+            version: None,
+            error: Some(e.to_string()),
+            age_ms: 0.0,
+        }),
+    };
     let now = js_sys::Date::now();
     let report = BODIES.with(|bodies| {
         Isolate {
@@ -211,10 +224,11 @@ pub fn healthz(cfg: &Settings, scope: &Scope<'_>) -> Result<Response, ApiError> 
             Runtime {
                 wasm_memory_bytes: wasm_memory_bytes(),
                 backend: kquant::Backend::best().name(),
-                build_version: env!("CARGO_PKG_VERSION"),
+                build_version: BUILD,
                 object: scope.object.clone(),
                 age_ms: now - STARTED_MS.with(|t| *t),
             },
+            manifest,
         )
     });
     Ok(Response::from_json(&report)?)

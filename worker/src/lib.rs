@@ -130,7 +130,7 @@ async fn serve(
     scope: &Scope<'_>,
 ) -> Result<Response, ApiError> {
     match route {
-        Route::Health => handlers::healthz(cfg, scope),
+        Route::Health => handlers::healthz(cfg, scope).await,
         Route::PublicHealth => handlers::healthz_public(),
         #[cfg(feature = "fault-injection")]
         Route::Panic | Route::PanicHere => fault::panic(),

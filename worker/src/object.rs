@@ -8,15 +8,15 @@ use cobordism_protocol::wire::header;
 use cobordism_protocol::ErrorCode;
 use std::time::Duration;
 
-use cobordism_shard::object::FORWARD_TIMEOUT_MS;
+use cobordism_shard::object::{forward_mismatch, FORWARD_TIMEOUT_MS, FORWARD_VERSION};
 use cobordism_shard::{object_name, Event, KeepWarm, Settings, ShardError};
 use futures_util::future::{select, Either};
 use wasm_bindgen::prelude::*;
 use worker::worker_sys::{web_sys, DurableObjectState};
-use worker::{Delay, Env, Method, Request, Response, State};
+use worker::{Delay, Env, Headers, Method, Request, Response, State};
 
 use crate::error::ApiError;
-use crate::handlers::{self, Scope};
+use crate::handlers::{self, Scope, BUILD};
 use crate::{config, route_of, serve, telemetry, Route};
 
 /// The Durable Object namespace binding of the shard's object class.
@@ -46,13 +46,14 @@ pub async fn forward(
              scripts/deploy-all.sh --residency object): {e}"
         ))
     })?;
-    let req = if public {
+    let mut req = if public {
         let mut url = req.url()?;
         url.set_path(PUBLIC_HEALTH);
         Request::new(url.as_str(), Method::Get)?
     } else {
-        req
+        req.clone_mut()?
     };
+    mark_forward(req.headers_mut()?)?;
     let stub = namespace.get_by_name(&name)?;
     let unavailable = |why: String| -> ApiError {
         ShardError::new(
@@ -71,7 +72,28 @@ pub async fn forward(
             FORWARD_TIMEOUT_MS / 1000.0
         ))),
     };
-    answered
+    let answer = answered?;
+    match mismatch(answer.headers()) {
+        Some(e) => Err(e.into()),
+        None => Ok(answer),
+    }
+}
+
+/// Marks a forward (or the object's answer to one) with this build's forward version.
+fn mark_forward(headers: &mut Headers) -> worker::Result<()> {
+    headers.set(header::FORWARD, &FORWARD_VERSION.to_string())?;
+    headers.set(header::BUILD, BUILD)?;
+    Ok(())
+}
+
+/// The `503 build_mismatch` when the peer that sent `headers` speaks another forward version.
+fn mismatch(headers: &Headers) -> Option<ShardError> {
+    let said = |name| headers.get(name).ok().flatten();
+    forward_mismatch(
+        said(header::FORWARD).as_deref(),
+        BUILD,
+        said(header::BUILD).as_deref(),
+    )
 }
 
 /// `ShardObject.fetch`: a request the front forwarded (access already granted).
@@ -81,9 +103,14 @@ pub async fn object_fetch(
     env: Env,
     state: DurableObjectState,
 ) -> Result<web_sys::Response, JsValue> {
-    let state = State::from(state);
-    let answer = in_object(req.into(), &env, &state).await;
-    Ok(answer.unwrap_or_else(|e| e.answer(&env)).into())
+    let (state, req) = (State::from(state), Request::from(req));
+    let answer = match mismatch(req.headers()) {
+        Some(e) => Err(e.into()),
+        None => in_object(req, &env, &state).await,
+    };
+    let mut answer = answer.unwrap_or_else(|e| e.answer(&env));
+    mark_forward(answer.headers_mut())?;
+    Ok(answer.into())
 }
 
 async fn in_object(req: Request, env: &Env, state: &State) -> Result<Response, ApiError> {
@@ -97,8 +124,13 @@ async fn in_object(req: Request, env: &Env, state: &State) -> Result<Response, A
         return crate::fault::alarm(state).await;
     }
     let cfg = config::settings(env)?;
-    let alarm = KEEP_WARM.with(|k| k.on_request(&object_id(state), js_sys::Date::now(), &cfg));
-    set_alarm(state, &cfg, alarm).await;
+    // Work keeps an object warm; a probe (`/healthz`) does not, or a monitor would keep every
+    // object resident (and billed) for ever.
+    if matches!(route, Route::LmHead | Route::Warm) {
+        let now = js_sys::Date::now();
+        let alarm = KEEP_WARM.with(|k| k.on_request(&object_id(state), now, &cfg));
+        set_alarm(state, &cfg, alarm).await;
+    }
     let keep_alive = |work| state.wait_until(work);
     let scope = Scope {
         env,
@@ -132,12 +164,17 @@ fn object_id(state: &State) -> String {
     state.id().to_string()
 }
 
-/// Sets the object's alarm `in_ms` from now, if asked; a failure is logged and forgotten, so
-/// that the next request sets it again.
+/// Sets the object's alarm `in_ms` from now, if asked, and holds a timer as long in its
+/// isolate (`cobordism_shard::object`: the pending timer keeps the object from hibernating
+/// until the alarm comes); a failure is logged and forgotten, so that the next request sets it
+/// again.
 async fn set_alarm(state: &State, cfg: &Settings, in_ms: Option<f64>) {
     let Some(in_ms) = in_ms else { return };
     if let Err(e) = state.storage().set_alarm(in_ms as i64).await {
         keep_warm_failed(Some(cfg.shard_index), &format!("alarm not set: {e}"));
         KEEP_WARM.with(|k| k.alarm_failed(&object_id(state)));
+        return;
     }
+    let timer = Delay::from(Duration::from_secs_f64(in_ms / 1000.0));
+    wasm_bindgen_futures::spawn_local(timer);
 }

@@ -20,7 +20,9 @@ use crate::{ExitError, EXIT_UNHEALTHY};
     group(ArgGroup::new("endpoints").required(true).args(["endpoint", "endpoints_from"])),
     after_long_help = "\
 Exits 0 when every shard is healthy, 5 naming the shards that are unreachable, refuse the token,
-failed, sit at another index, count another number of shards, or serve another version.
+failed, have nothing loaded and a manifest they cannot load (missing, invalid, made for another
+shard count: read without loading the slice), sit at another index, count another number of
+shards, or serve another version.
 
 Examples:
   cobordism status --endpoints-from .cobordism/endpoints
@@ -153,6 +155,13 @@ fn judge(index: usize, probe: &Probe, count: usize, version: &Option<String>) ->
             "failed: {}",
             r.last_error.as_deref().unwrap_or("no reason given")
         )),
+        Probe::Report(r) if r.manifest.as_ref().is_some_and(|m| m.error.is_some()) => {
+            let look = r.manifest.as_ref().and_then(|m| m.error.as_deref());
+            Some(format!(
+                "nothing loaded, and its manifest cannot be: {}",
+                look.unwrap_or_default()
+            ))
+        }
         Probe::Report(r) => match (&r.slice, version) {
             (Some(s), Some(v)) if &s.manifest_version != v => Some(format!(
                 "serves manifest version {}, the others {v}",
@@ -207,7 +216,7 @@ fn print_table(fleet: &Fleet) {
 mod tests {
     use std::borrow::Cow;
 
-    use cobordism_protocol::health::{HealthReport, PassReport, SliceReport, State};
+    use cobordism_protocol::health::{HealthReport, ManifestLook, PassReport, SliceReport, State};
 
     use super::{judge, most_served, Probe};
 
@@ -255,7 +264,21 @@ mod tests {
             object: None,
             loads: 1,
             age_ms: 0.0,
+            manifest: None,
         }))
+    }
+
+    /// An empty shard whose look at the manifest found none.
+    fn empty_without_manifest() -> Probe {
+        let Probe::Report(mut r) = report(0, 3, State::Empty, None) else {
+            unreachable!()
+        };
+        r.manifest = Some(ManifestLook {
+            version: None,
+            error: Some("503 manifest_missing: no model manifest".into()),
+            age_ms: 0.0,
+        });
+        Probe::Report(r)
     }
 
     fn ready(index: usize, version: &str) -> Probe {
@@ -289,6 +312,10 @@ mod tests {
             (
                 report(0, 3, State::Failed, None),
                 "failed: manifest_missing: no manifest",
+            ),
+            (
+                empty_without_manifest(),
+                "nothing loaded, and its manifest cannot be: 503",
             ),
             (
                 report(0, 4, State::Ready, Some("v1")),

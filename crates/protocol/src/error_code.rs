@@ -84,6 +84,9 @@ error_codes! {
     /// The shard's Durable Object failed this request (it was reset or moved): the next
     /// request reaches it again.
     ObjectUnavailable = "object_unavailable", 503, Some(1);
+    /// A front and its shard's object run builds whose forward differs (a rollout under way:
+    /// Cloudflare updates Workers and objects apart); either side retried later meets its peer.
+    BuildMismatch = "build_mismatch", 503, Some(2);
     /// No token and no `ALLOW_ANONYMOUS`: the shard serves nobody.
     AuthNotConfigured = "auth_not_configured", 503, None;
     /// The variables, the manifest or the bindings disagree.
@@ -149,7 +152,8 @@ mod tests {
                 "slice_loading",
                 "storage_unavailable",
                 "out_of_memory",
-                "object_unavailable"
+                "object_unavailable",
+                "build_mismatch"
             ]
         );
     }

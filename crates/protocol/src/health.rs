@@ -106,6 +106,23 @@ pub struct HealthReport {
     /// Since the isolate's first request (host clock: it moves only with I/O in production).
     #[serde(default, serialize_with = "whole_ms")]
     pub age_ms: f64,
+    /// With nothing resident and nothing loading: what a look at the manifest found (`null`
+    /// otherwise: a resident slice's checks and a load say it in `last_check_error`).
+    #[serde(default)]
+    pub manifest: Option<ManifestLook>,
+}
+
+/// What one read of the manifest found for a shard with nothing resident, without loading the
+/// slice: so that a wrong bucket, prefix or shard count shows before the first request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ManifestLook {
+    /// The manifest's version, when it is there, valid and made for this shard count.
+    pub version: Option<String>,
+    /// Why it cannot be loaded (`STATUS code: detail`), when it cannot.
+    pub error: Option<String>,
+    /// Since the read (one is made at most once a `MANIFEST_TTL_MS`; host clock).
+    #[serde(serialize_with = "whole_ms")]
+    pub age_ms: f64,
 }
 
 /// The resident slice, in [`HealthReport`].

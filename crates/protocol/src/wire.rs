@@ -50,6 +50,11 @@ pub mod header {
     pub const TRANSFER_ENCODING: &str = "Transfer-Encoding";
     /// A caller's session key: with object residency, which replica of the shard serves it.
     pub const SESSION: &str = "X-Cobordism-Session";
+    /// On a front's forward to its object and on the object's answer: the forward's version
+    /// (`cobordism_shard::object::FORWARD_VERSION`), so that builds of a rollout meet safely.
+    pub const FORWARD: &str = "X-Cobordism-Forward";
+    /// Beside [`FORWARD`]: the sender's build, named when the two do not match.
+    pub const BUILD: &str = "X-Cobordism-Build";
 }
 
 /// How a request found the slice (`X-Cache`).

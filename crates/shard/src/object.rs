@@ -12,12 +12,17 @@
 //! documented: docs/PLATFORM.md) share that isolate's one slice, and its one thread.
 //!
 //! How long an idle object stays in memory, and what it is billed meanwhile, is Cloudflare's
-//! lifecycle: docs/PLATFORM.md, "Durable Object lifecycle". [`KeepWarm`] (`KEEP_WARM_S`, being
-//! redesigned, see issue 43): every request notes its time, and an alarm every
-//! [`KEEP_WARM_TICK_MS`] is set again as long as the last request is less than `KEEP_WARM_S`
-//! old. As the lifecycle is documented, a pending alarm does not keep the object from
-//! hibernating: each alarm wakes it rather than keeps it (docs/PLATFORM.md, "Keep-warm and the
-//! lifecycle").
+//! lifecycle (docs/PLATFORM.md, "Durable Object lifecycle"): an idle object with nothing pending
+//! is hibernated after 10 s and its memory (the slice) discarded; one with a timer pending is
+//! not hibernateable, and stays while a request or an event reaches it at least every 70 s.
+//! [`KeepWarm`] (`KEEP_WARM_S`) uses exactly that: every request notes its time, and while the
+//! last request is less than `KEEP_WARM_S` old the object holds an alarm every
+//! [`KEEP_WARM_TICK_MS`] (the event) *and* a timer of the same length in its isolate (the
+//! pending work that keeps it from hibernating), set again when the alarm fires. Past
+//! `KEEP_WARM_S` neither is set again, and the object hibernates 10 s later. While held, the
+//! object is billed duration (docs/API.md, "What it costs"); without keep-warm, an object idle
+//! for more than 10 s loads its slice again on its next request, which `warm()` at a session's
+//! start hides.
 //! Each object keeps its own schedule, also when Cloudflare runs several of a shard's replicas in
 //! one isolate: the state is kept by object id, of which a shard has at most [`MAX_REPLICAS`].
 //!
@@ -30,7 +35,9 @@
 use core::cell::RefCell;
 use std::collections::BTreeMap;
 
-use crate::Settings;
+use cobordism_protocol::ErrorCode;
+
+use crate::{Settings, ShardError};
 
 /// Where a shard's slice lives (`RESIDENCY`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,8 +74,46 @@ pub const MAX_REPLICAS: u32 = 64;
 /// the request — reaches it.
 pub const FORWARD_TIMEOUT_MS: f64 = 60_000.0;
 
-/// The keep-warm alarm's period (docs/PLATFORM.md, "Keep-warm and the lifecycle").
+/// The keep-warm alarm's period, and the timer's held with it: an event well inside the 70 s
+/// after which an idle non-hibernateable object may be evicted (docs/PLATFORM.md, "Keep-warm
+/// and the lifecycle").
 pub const KEEP_WARM_TICK_MS: f64 = 30_000.0;
+
+/// The version of the forward between a shard's front and its object (the paths and headers
+/// the object expects, what its answer carries); a build that changes them raises it. During a
+/// rollout Cloudflare updates the front Worker and the object apart (docs/PLATFORM.md), so each
+/// side sends its version ([`cobordism_protocol::wire::header::FORWARD`]) and its build, and a
+/// side that meets another version answers [`forward_mismatch`]'s retryable error instead of
+/// misreading the other.
+pub const FORWARD_VERSION: u32 = 1;
+
+/// `None` when a peer that sent forward version `theirs` (absent: a build from before the
+/// forward was versioned) can be served, else the retryable `503 build_mismatch` naming both
+/// builds (`ours`, `their_build`).
+pub fn forward_mismatch(
+    theirs: Option<&str>,
+    ours: &str,
+    their_build: Option<&str>,
+) -> Option<ShardError> {
+    if theirs.and_then(|v| v.trim().parse().ok()) == Some(FORWARD_VERSION) {
+        return None;
+    }
+    let said = theirs.map_or("no forward version".into(), |v| {
+        format!("forward version {v}")
+    });
+    let build = their_build.unwrap_or("an older build");
+    Some(
+        ShardError::new(
+            ErrorCode::BuildMismatch,
+            "the shard's front and its Durable Object run different builds (a rollout is under \
+             way); retry",
+        )
+        .with_internal(format_args!(
+            "this side: build {ours}, forward version {FORWARD_VERSION}; the other: build \
+             {build}, {said}"
+        )),
+    )
+}
 
 /// The name of the object that serves shard `cfg.shard_index` for a caller with session key
 /// `session`: `shard-I/R`, the replica `R` a hash of the key (FNV-1a) modulo `REPLICAS`, `0`

@@ -3,7 +3,7 @@
 //! return.
 
 use cobordism_protocol::health::{
-    HealthReport, PassReport, PublicHealthReport, SliceReport, WarmReport,
+    HealthReport, ManifestLook, PassReport, PublicHealthReport, SliceReport, WarmReport,
 };
 
 use crate::{Isolate, Settings, Shard};
@@ -24,8 +24,15 @@ pub struct Runtime {
 }
 
 impl Isolate<'_> {
-    /// `/healthz` at `now_ms`, with what the host knows of the runtime.
-    pub fn health_report(&self, cfg: &Settings, now_ms: f64, runtime: Runtime) -> HealthReport {
+    /// `/healthz` at `now_ms`, with what the host knows of the runtime and, while nothing is
+    /// resident, the look at the manifest ([`Shard::look_at_manifest`]).
+    pub fn health_report(
+        &self,
+        cfg: &Settings,
+        now_ms: f64,
+        runtime: Runtime,
+        manifest: Option<ManifestLook>,
+    ) -> HealthReport {
         let health = self.shard.health(now_ms);
         let slice = self.shard.with_resident(|r| SliceReport {
             row_start: r.entry.row_start,
@@ -70,6 +77,7 @@ impl Isolate<'_> {
             object: runtime.object,
             loads: health.loads,
             age_ms: runtime.age_ms,
+            manifest,
         }
     }
 }

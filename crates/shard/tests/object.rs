@@ -5,7 +5,8 @@ mod common;
 
 use std::collections::HashMap;
 
-use cobordism_shard::object::KEEP_WARM_TICK_MS;
+use cobordism_protocol::ErrorCode;
+use cobordism_shard::object::{forward_mismatch, FORWARD_VERSION, KEEP_WARM_TICK_MS};
 use cobordism_shard::{object_name, KeepWarm, Settings};
 use common::settings;
 
@@ -119,4 +120,36 @@ fn an_alarm_for_an_object_without_a_request_here_lets_it_go() {
         ..replicas(1)
     };
     assert_eq!(KeepWarm::default().on_alarm("a", 1.0, &cfg), None);
+}
+
+#[test]
+fn a_forward_of_another_version_is_a_retryable_error_naming_both_builds() {
+    let ours = FORWARD_VERSION.to_string();
+    assert!(forward_mismatch(Some(&ours), "1.0.0", Some("1.0.0")).is_none());
+    assert!(forward_mismatch(Some(&format!(" {ours} ")), "1.0.0", None).is_none());
+    let next = (FORWARD_VERSION + 1).to_string();
+    for (theirs, build, said) in [
+        (
+            Some(next.as_str()),
+            Some("2.0.0"),
+            format!("build 2.0.0, forward version {next}"),
+        ),
+        (
+            None,
+            None,
+            "build an older build, no forward version".into(),
+        ),
+        (
+            Some("x"),
+            Some("0.9"),
+            "build 0.9, forward version x".into(),
+        ),
+    ] {
+        let e = forward_mismatch(theirs, "1.0.0", build).expect("refused");
+        assert_eq!(e.code, ErrorCode::BuildMismatch);
+        assert!(e.code.retry_after().is_some(), "retryable");
+        let internal = e.to_string();
+        assert!(internal.contains("this side: build 1.0.0"), "{internal}");
+        assert!(internal.contains(&said), "{internal} should say {said}");
+    }
 }

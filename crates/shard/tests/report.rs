@@ -6,7 +6,7 @@ mod common;
 use std::pin::pin;
 
 use cobordism_protocol::health::State;
-use cobordism_shard::{BodyPool, Coalescer, Isolate, Runtime, Shard};
+use cobordism_shard::{BodyPool, Coalescer, Host, Isolate, Runtime, Shard};
 use common::*;
 use serde_json::{json, Value};
 
@@ -23,7 +23,7 @@ fn health(shard: &Shard, passes: &Coalescer, bodies: &BodyPool, now_ms: f64) -> 
         object: Some("shard-0/1".into()),
         age_ms: 1234.0,
     };
-    let report = isolate.health_report(&settings(2), now_ms, runtime);
+    let report = isolate.health_report(&settings(2), now_ms, runtime, None);
     serde_json::to_value(report).unwrap()
 }
 
@@ -59,6 +59,7 @@ fn an_empty_shard_reports_its_settings_and_nothing_resident() {
             "object": "shard-0/1",
             "loads": 0,
             "age_ms": 1234,
+            "manifest": null,
         })
     );
     let public = serde_json::to_value(shard.public_health_report(0.0)).unwrap();
@@ -115,4 +116,39 @@ fn the_warm_up_answers_202_while_loading_and_200_when_resident() {
         json!({ "shard_index": 0, "shard_count": 2, "state": "ready", "loading_next": false })
     );
     assert_eq!(warm(&shard).status(), 200);
+}
+
+/// The manifest `/healthz` finds for an empty shard: the error a load would meet, or the
+/// version; read once a `MANIFEST_TTL_MS`; none once a load begins.
+#[test]
+fn an_empty_shard_looks_at_its_manifest_once_a_ttl() {
+    let (store, shard, cfg, m) = (Store::default(), Shard::new(), settings(2), model(33, 2));
+    let look = || block_on(shard.look_at_manifest(&cfg, &store)).expect("nothing resident");
+    let missing = look();
+    assert_eq!(missing.version, None);
+    let why = missing.error.expect("no manifest");
+    assert!(why.contains("manifest_missing"), "{why}");
+    store.upload(&m);
+    store.advance(cfg.manifest_ttl_ms / 2.0);
+    let cached = look();
+    assert!(cached.error.is_some(), "read once a TTL: {cached:?}");
+    assert_eq!(cached.age_ms, cfg.manifest_ttl_ms / 2.0);
+    store.advance(cfg.manifest_ttl_ms / 2.0);
+    let found = look();
+    assert_eq!(
+        (found.version.as_deref(), found.error, found.age_ms),
+        (Some(m.manifest.version.as_str()), None, 0.0)
+    );
+    assert_eq!(
+        shard.health(store.now_ms()).state,
+        State::Empty,
+        "nothing loaded"
+    );
+    // A manifest for another number of shards is what a load would refuse too.
+    let four = settings(4);
+    store.advance(cfg.manifest_ttl_ms);
+    let wrong = block_on(shard.look_at_manifest(&four, &store)).unwrap();
+    assert!(wrong.error.unwrap().contains("SHARD_COUNT 4"));
+    assert_eq!(code(block_on(shard.ensure(&cfg, &store))), "miss");
+    assert_eq!(block_on(shard.look_at_manifest(&cfg, &store)), None);
 }

@@ -51,6 +51,7 @@ use crate::store::Host;
 mod check;
 mod fetch;
 mod health;
+mod look;
 mod slice;
 
 pub use health::Health;
@@ -128,6 +129,8 @@ struct State {
     generation: u64,
     /// Loads that completed.
     loads: u64,
+    /// `/healthz`'s last look at the manifest while nothing was resident.
+    look: look::LastLook,
 }
 
 /// One shard's slice and its life cycle. Single-threaded: requests interleave at `await`s.
