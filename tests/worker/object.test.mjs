@@ -271,3 +271,36 @@ test("KEEP_WARM_S: the first request sets the alarm, which sets itself again whi
   assert.equal(lapsed, null, "KEEP_WARM_S = 1: the last request is older when it fires, so it is not set again");
   assert.deepEqual(lines.filter((l) => /keep_warm_failed/.test(l)), [], "no alarm failure logged");
 });
+
+test("a warm-up answers 202 at once and completes after its caller has gone: the object's own request holds the load, the front's waitUntil the forward", async () => {
+  // R2 shaped slow: a load takes seconds, far over the front's wait for its object's answer.
+  await withShards({ residency: "object", r2Shape: { firstByteMs: 300, bytesPerSec: 100_000 } }, async (local) => {
+    const e = local.endpoints[0];
+    const controller = new AbortController();
+    const started = Date.now();
+    const r = await fetch(`${e}/cobordism-lm-head/warm`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` }, signal: controller.signal });
+    assert.equal(r.status, 202);
+    assert.deepEqual(await r.json(), { shard_index: 0, shard_count: 2, state: "loading", loading_next: false });
+    assert.ok(Date.now() - started < 5_000, `answered in ${Date.now() - started} ms`);
+    controller.abort(); // the caller hangs up
+    let h;
+    for (let i = 0; i < 300 && (h = await health(e)).state !== "ready"; i++) await new Promise((res) => setTimeout(res, 100));
+    assert.equal(h.state, "ready", JSON.stringify(h));
+    assert.equal(h.loads, 1, "one load, the warm-up's");
+    // Resident now: the next warm-up is the object's own answer, 200.
+    const again = await fetch(`${e}/cobordism-lm-head/warm`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
+    assert.equal(again.status, 200);
+  });
+});
+
+test("probes do not keep an object warm: /healthz sets no keep-warm alarm, work does", async () => {
+  await withShards({ residency: "object", testBuild: true, vars: { ...VARS, KEEP_WARM_S: "600" } }, async (local) => {
+    const e = local.endpoints[0];
+    const alarm = async () => (await (await fetch(`${e}/__fault/alarm`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } })).json()).alarm_ms;
+    await health(e);
+    await health(e);
+    assert.equal(await alarm(), null, "a probe sets no alarm");
+    assert.equal((await post(e, hiddenBytes(512, 5, 1))).status, 200);
+    assert.notEqual(await alarm(), null, "work does");
+  });
+});

@@ -60,3 +60,28 @@ test("cobordism status: eight healthy shards exit 0; a failed, another version's
     await Promise.all([fleet, missing, other, locked].map((s) => s.dispose()));
   }
 });
+
+test("cobordism status right after a deploy: an empty shard whose prefix holds no manifest is named before any request, in both residencies", async () => {
+  const a = makeModel({ type: "q6_k", hidden: 256, vocab: 4096, shards: 8, seed: 73 });
+  for (const residency of ["isolate", "object"]) {
+    const fleet = await startShards({ shards: 8, authToken: TOKEN, residency });
+    const misplaced = await startShards({ shards: 1, authToken: TOKEN, residency, prefix: "nothing-here", vars: { SHARD_INDEX: "3", SHARD_COUNT: "8" } });
+    try {
+      await seed(await fleet.bucket(), a);
+      const healthy = await status(fleet.endpoints);
+      assert.equal(healthy.code, 0, `${residency}: ${healthy.stdout}${healthy.stderr}`);
+      assert.equal(healthy.stdout.match(/ empty /g)?.length, 8, healthy.stdout);
+      const endpoints = fleet.endpoints.map((e, i) => (i === 3 ? misplaced.endpoints[0] : e));
+      const r = await status(endpoints);
+      assert.equal(r.code, 5, `${residency}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /shard 3 unhealthy/);
+      assert.match(r.stderr, /shard 3: nothing loaded, and its manifest cannot be: 503 manifest_missing/);
+      const json = JSON.parse((await status(endpoints, "--json")).stdout);
+      assert.equal(json.rows[3].health.state, "empty", "nothing was loaded");
+      assert.equal(json.rows[0].health.manifest.version, a.manifest.version);
+      assert.equal(json.rows[0].health.loads, 0);
+    } finally {
+      await Promise.all([fleet.dispose(), misplaced.dispose()]);
+    }
+  }
+});

@@ -1,5 +1,6 @@
 //! The routes' work once method, access and settings are checked.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use cobordism_shard::{
     ensure_kept_alive, unreadable, wait_resident, BodyPool, Coalescer, Ensure, Event, Framing,
     Isolate, PassSummary, Residency, Runtime, Served, Settings, Shard, ShardError,
 };
-use futures_util::future::LocalBoxFuture;
+use futures_util::future::{join_all, LocalBoxFuture};
 use futures_util::{FutureExt, Stream, StreamExt};
 use worker::{Delay, Env, Headers, Request, Response};
 
@@ -95,6 +96,27 @@ pub async fn warm(cfg: &Settings, scope: &Scope<'_>, req: &Request) -> Result<Re
         .warm(cfg, &query(req)?, load, keep_alive, js_sys::Date::now)
         .await?;
     Ok(Response::from_json(&report)?.with_status(report.status()))
+}
+
+/// `POST …/warm` inside a shard's object: the warm-up, then the load and priming it started,
+/// awaited by this request (which holds them: see `cobordism_shard::object::WARM_ANSWER_WAIT_MS`),
+/// then the warm-up's answer again: `200` once resident, or the load's error.
+pub async fn warm_until_resident(
+    cfg: &Settings,
+    env: &Env,
+    object: Option<String>,
+    req: &Request,
+) -> Result<Response, ApiError> {
+    let pending = RefCell::new(Vec::new());
+    let hold = |work| pending.borrow_mut().push(work);
+    let scope = Scope {
+        env,
+        keep_alive: &hold,
+        object,
+    };
+    warm(cfg, &scope, req).await?;
+    join_all(pending.take()).await;
+    warm(cfg, &scope, req).await
 }
 
 /// The reply form and precision the query asks for (every parameter at most once).

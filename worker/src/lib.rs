@@ -111,6 +111,9 @@ async fn front(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiEr
         cfg => cfg?,
     };
     if cfg.residency == ResidencyMode::Object {
+        if route == Route::Warm {
+            return object::forward_warm(req, env, ctx, &cfg).await;
+        }
         return object::forward(req, env, &cfg, route == Route::PublicHealth).await;
     }
     let keep_alive = |work| ctx.wait_until(work);

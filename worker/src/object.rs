@@ -8,12 +8,15 @@ use cobordism_protocol::wire::header;
 use cobordism_protocol::ErrorCode;
 use std::time::Duration;
 
-use cobordism_shard::object::{forward_mismatch, FORWARD_TIMEOUT_MS, FORWARD_VERSION};
+use cobordism_shard::object::{
+    forward_mismatch, warming_report, FORWARD_TIMEOUT_MS, FORWARD_VERSION, WARM_ANSWER_WAIT_MS,
+};
 use cobordism_shard::{object_name, Event, KeepWarm, Settings, ShardError};
 use futures_util::future::{select, Either};
+use futures_util::FutureExt;
 use wasm_bindgen::prelude::*;
 use worker::worker_sys::{web_sys, DurableObjectState};
-use worker::{Delay, Env, Headers, Method, Request, Response, State};
+use worker::{Context, Delay, Env, Headers, Method, Request, Response, State};
 
 use crate::error::ApiError;
 use crate::handlers::{self, Scope, BUILD};
@@ -79,6 +82,30 @@ pub async fn forward(
     }
 }
 
+/// `POST …/warm` with object residency: forwarded, and the object's answer if it comes within
+/// `WARM_ANSWER_WAIT_MS` (resident, or an error found at once); else `202 loading` while the
+/// forward goes on under this request's `waitUntil` until the object has its slice.
+pub async fn forward_warm(
+    req: Request,
+    env: &Env,
+    ctx: &Context,
+    cfg: &Settings,
+) -> Result<Response, ApiError> {
+    let (env, owned) = (env.clone(), cfg.clone());
+    let (forwarded, answer) =
+        async move { forward(req, &env, &owned, false).await }.remote_handle();
+    ctx.wait_until(forwarded);
+    let wait = Delay::from(Duration::from_secs_f64(WARM_ANSWER_WAIT_MS / 1000.0));
+    match select(answer, wait).await {
+        Either::Left((answered, _)) => answered,
+        Either::Right((_, answer)) => {
+            answer.forget();
+            let report = warming_report(cfg);
+            Ok(Response::from_json(&report)?.with_status(report.status()))
+        }
+    }
+}
+
 /// Marks a forward (or the object's answer to one) with this build's forward version.
 fn mark_forward(headers: &mut Headers) -> worker::Result<()> {
     headers.set(header::FORWARD, &FORWARD_VERSION.to_string())?;
@@ -130,6 +157,9 @@ async fn in_object(req: Request, env: &Env, state: &State) -> Result<Response, A
         let now = js_sys::Date::now();
         let alarm = KEEP_WARM.with(|k| k.on_request(&object_id(state), now, &cfg));
         set_alarm(state, &cfg, alarm).await;
+    }
+    if route == Route::Warm {
+        return handlers::warm_until_resident(&cfg, env, state.id().name(), &req).await;
     }
     let keep_alive = |work| state.wait_until(work);
     let scope = Scope {

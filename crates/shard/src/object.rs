@@ -35,6 +35,7 @@
 use core::cell::RefCell;
 use std::collections::BTreeMap;
 
+use cobordism_protocol::health::{State, WarmReport};
 use cobordism_protocol::ErrorCode;
 
 use crate::{Settings, ShardError};
@@ -78,6 +79,22 @@ pub const FORWARD_TIMEOUT_MS: f64 = 60_000.0;
 /// after which an idle non-hibernateable object may be evicted (docs/PLATFORM.md, "Keep-warm
 /// and the lifecycle").
 pub const KEEP_WARM_TICK_MS: f64 = 30_000.0;
+
+/// How long a front waits for its object's answer to a warm-up before it answers `202` itself.
+/// The object answers once its slice is resident (its request in progress holds the load: an
+/// object's `waitUntil` does not at this compatibility date, docs/PLATFORM.md); the front keeps
+/// the forward going with its own `waitUntil`, so the load completes when the caller has gone.
+pub const WARM_ANSWER_WAIT_MS: f64 = 1_000.0;
+
+/// The front's warm-up answer while its object loads: `202`, state `loading`.
+pub fn warming_report(cfg: &Settings) -> WarmReport {
+    WarmReport {
+        shard_index: cfg.shard_index,
+        shard_count: cfg.shard_count,
+        state: State::Loading,
+        loading_next: false,
+    }
+}
 
 /// The version of the forward between a shard's front and its object (the paths and headers
 /// the object expects, what its answer carries); a build that changes them raises it. During a
