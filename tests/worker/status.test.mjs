@@ -85,3 +85,24 @@ test("cobordism status right after a deploy: an empty shard whose prefix holds n
     }
   }
 });
+
+test("cobordism status asks every replica of an object-resident shard: a row each, /healthz?replica=R reaching replica R", async () => {
+  const a = makeModel({ type: "q6_k", hidden: 256, vocab: 4096, shards: 2, seed: 74 });
+  const fleet = await startShards({ shards: 2, authToken: TOKEN, residency: "object", replicas: 3 });
+  try {
+    await seed(await fleet.bucket(), a);
+    const r = await status(fleet.endpoints, "--json");
+    assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
+    const rows = JSON.parse(r.stdout).rows;
+    assert.deepEqual(rows.map((row) => [row.index, row.replica, row.health.object]), [0, 1].flatMap((i) => [0, 1, 2].map((k) => [i, k, `shard-${i}/${k}`])));
+    assert.ok(rows.every((row) => row.health.replicas === 3 && row.problem === null));
+    const table = await status(fleet.endpoints);
+    assert.match(table.stdout, /^ +1\/2 +empty /m, table.stdout);
+    assert.match(table.stdout, /2 shards, 2 healthy/);
+    const beyond = await fetch(`${fleet.endpoints[0]}/healthz?replica=3`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    assert.equal(beyond.status, 400);
+    assert.match((await beyond.json()).detail, /from 0 to 2 \(REPLICAS is 3\)/);
+  } finally {
+    await fleet.dispose();
+  }
+});

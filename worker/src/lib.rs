@@ -114,7 +114,7 @@ async fn front(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiEr
         if route == Route::Warm {
             return object::forward_warm(req, env, ctx, &cfg).await;
         }
-        return object::forward(req, env, &cfg, route == Route::PublicHealth).await;
+        return object::forward(req, env, &cfg, route).await;
     }
     let keep_alive = |work| ctx.wait_until(work);
     let scope = Scope {

@@ -9,7 +9,8 @@ use cobordism_protocol::ErrorCode;
 use std::time::Duration;
 
 use cobordism_shard::object::{
-    forward_mismatch, warming_report, FORWARD_TIMEOUT_MS, FORWARD_VERSION, WARM_ANSWER_WAIT_MS,
+    forward_mismatch, probed_object, warming_report, FORWARD_TIMEOUT_MS, FORWARD_VERSION,
+    WARM_ANSWER_WAIT_MS,
 };
 use cobordism_shard::{object_name, Event, KeepWarm, Settings, ShardError};
 use futures_util::future::{select, Either};
@@ -33,16 +34,32 @@ thread_local! {
     static KEEP_WARM: KeepWarm = KeepWarm::default();
 }
 
-/// Forwards `req` (access granted, or `public`: a `/healthz` without access) to the object of
-/// this shard that serves the caller's session.
+/// The object of this shard `req` goes to: the caller's session's, or for a probe with access
+/// the replica it names (`?replica=R`); a probe without access always reaches replica 0.
+fn object_for(req: &Request, cfg: &Settings, route: Route) -> Result<String, ApiError> {
+    let session = req.headers().get(header::SESSION).ok().flatten();
+    let replica = || -> Result<Option<String>, ApiError> {
+        let url = req.url()?;
+        let mut asked = url.query_pairs().filter(|(k, _)| k == "replica");
+        Ok(asked.next().map(|(_, v)| v.into_owned()))
+    };
+    Ok(match route {
+        Route::Health => probed_object(cfg, replica()?.as_deref(), session.as_deref())?,
+        Route::PublicHealth => object_name(cfg, None),
+        _ => object_name(cfg, session.as_deref()),
+    })
+}
+
+/// Forwards `req` (access granted, or `route` `PublicHealth`: a `/healthz` without access) to
+/// its object ([`object_for`]).
 pub async fn forward(
     req: Request,
     env: &Env,
     cfg: &Settings,
-    public: bool,
+    route: Route,
 ) -> Result<Response, ApiError> {
-    let session = req.headers().get(header::SESSION).ok().flatten();
-    let name = object_name(cfg, session.as_deref());
+    let public = route == Route::PublicHealth;
+    let name = object_for(&req, cfg, route)?;
     let namespace = env.durable_object(BINDING).map_err(|e| {
         ShardError::config(format_args!(
             "RESIDENCY = \"object\" needs the Durable Object binding {BINDING} (deploy with \
@@ -92,8 +109,8 @@ pub async fn forward_warm(
     cfg: &Settings,
 ) -> Result<Response, ApiError> {
     let (env, owned) = (env.clone(), cfg.clone());
-    let (forwarded, answer) =
-        async move { forward(req, &env, &owned, false).await }.remote_handle();
+    let work = async move { forward(req, &env, &owned, Route::Warm).await };
+    let (forwarded, answer) = work.remote_handle();
     ctx.wait_until(forwarded);
     let wait = Delay::from(Duration::from_secs_f64(WARM_ANSWER_WAIT_MS / 1000.0));
     match select(answer, wait).await {

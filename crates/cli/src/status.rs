@@ -11,7 +11,7 @@ use cobordism_protocol::health::{HealthReport, State};
 use cobordism_protocol::Precision;
 use serde::Serialize;
 
-use crate::logits::{healthz, Probe, Shards};
+use crate::logits::{healthz, Options, Probe, Shards};
 use crate::{ExitError, EXIT_UNHEALTHY};
 
 /// Arguments of `cobordism status`.
@@ -38,15 +38,27 @@ pub struct Args {
     pub json: bool,
 }
 
-/// One shard's line.
+/// One line: a shard, or one of its Durable Objects (`replica`) with object residency.
 #[derive(Serialize)]
 struct Row {
     index: usize,
+    /// Which of the shard's `REPLICAS` objects answered (0 with isolate residency).
+    replica: u32,
     url: String,
     /// What is wrong, if anything.
     problem: Option<String>,
     /// Its `/healthz`, when it gave one.
     health: Option<HealthReport>,
+}
+
+impl Row {
+    /// `3`, or `3/1` for a replica past the first.
+    fn name(&self) -> String {
+        match self.replica {
+            0 => self.index.to_string(),
+            r => format!("{}/{r}", self.index),
+        }
+    }
 }
 
 /// The whole report (`--json`).
@@ -58,16 +70,42 @@ struct Fleet {
     rows: Vec<Row>,
 }
 
+/// Every shard's `/healthz` (its replica 0), then every other replica's of the shards that
+/// report more than one: `(shard, replica, url, probe)` in shard order.
+fn probe_all(urls: &[String], opts: &Options) -> Result<Vec<(usize, u32, String, Probe)>> {
+    let first = healthz(
+        &urls.iter().map(|u| (u.clone(), 0)).collect::<Vec<_>>(),
+        opts,
+    )?;
+    let mut more = Vec::new();
+    for (i, probe) in first.iter().enumerate() {
+        if let Probe::Report(r) = probe {
+            more.extend((1..r.replicas).map(|replica| (i, replica)));
+        }
+    }
+    let targets: Vec<(String, u32)> = more.iter().map(|&(i, r)| (urls[i].clone(), r)).collect();
+    let mut others = healthz(&targets, opts)?.into_iter().zip(more).peekable();
+    let mut all = Vec::new();
+    for (i, probe) in first.into_iter().enumerate() {
+        all.push((i, 0, urls[i].clone(), probe));
+        while let Some((probe, (_, replica))) = others.next_if(|(_, (shard, _))| *shard == i) {
+            all.push((i, replica, urls[i].clone(), probe));
+        }
+    }
+    Ok(all)
+}
+
 pub fn run(a: &Args) -> Result<()> {
     let urls = a.shards.endpoints()?;
     let count = urls.len();
-    let probes = healthz(&urls, &a.shards.options(Precision::Exact))?;
-    let version = a.manifest_version.clone().or_else(|| most_served(&probes));
-    let rows: Vec<Row> = urls
+    let probes = probe_all(&urls, &a.shards.options(Precision::Exact))?;
+    let version = a.manifest_version.clone().or_else(|| {
+        let probes: Vec<&Probe> = probes.iter().map(|(.., p)| p).collect();
+        most_served(&probes)
+    });
+    let rows: Vec<Row> = probes
         .into_iter()
-        .zip(probes)
-        .enumerate()
-        .map(|(index, (url, probe))| {
+        .map(|(index, replica, url, probe)| {
             let problem = judge(index, &probe, count, &version);
             let health = match probe {
                 Probe::Report(r) => Some(*r),
@@ -75,27 +113,29 @@ pub fn run(a: &Args) -> Result<()> {
             };
             Row {
                 index,
+                replica,
                 url,
                 problem,
                 health,
             }
         })
         .collect();
-    let unhealthy: Vec<String> = rows
+    let mut unhealthy: Vec<usize> = rows
         .iter()
         .filter(|r| r.problem.is_some())
-        .map(|r| r.index.to_string())
+        .map(|r| r.index)
         .collect();
+    unhealthy.dedup();
     let fleet = Fleet {
         healthy: unhealthy.is_empty(),
-        shards: rows.len(),
+        shards: count,
         version,
         rows,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&fleet)?);
     } else {
-        print_table(&fleet);
+        print_table(&fleet, unhealthy.len());
     }
     if unhealthy.is_empty() {
         return Ok(());
@@ -103,14 +143,15 @@ pub fn run(a: &Args) -> Result<()> {
     let problems: Vec<String> = fleet
         .rows
         .iter()
-        .filter_map(|r| Some(format!("shard {}: {}", r.index, r.problem.as_ref()?)))
+        .filter_map(|r| Some(format!("shard {}: {}", r.name(), r.problem.as_ref()?)))
         .collect();
+    let names: Vec<String> = unhealthy.iter().map(usize::to_string).collect();
     Err(ExitError {
         code: EXIT_UNHEALTHY,
         message: format!(
             "shard{} {} unhealthy\n  {}",
             if unhealthy.len() == 1 { "" } else { "s" },
-            unhealthy.join(", "),
+            names.join(", "),
             problems.join("\n  ")
         ),
     }
@@ -119,10 +160,10 @@ pub fn run(a: &Args) -> Result<()> {
 
 /// The manifest version most resident shards serve; on a tie, the one the lowest shard of the
 /// tied versions serves (so that the shards on the others are named).
-fn most_served(probes: &[Probe]) -> Option<String> {
+fn most_served(probes: &[&Probe]) -> Option<String> {
     let mut counts: Vec<(String, usize)> = Vec::new();
     for p in probes {
-        let Probe::Report(r) = p else { continue };
+        let Probe::Report(r) = *p else { continue };
         let Some(v) = r.slice.as_ref().map(|s| &s.manifest_version) else {
             continue;
         };
@@ -172,7 +213,7 @@ fn judge(index: usize, probe: &Probe, count: usize, version: &Option<String>) ->
     }
 }
 
-fn print_table(fleet: &Fleet) {
+fn print_table(fleet: &Fleet, unhealthy: usize) {
     println!(
         "{:>5}  {:<8} {:<18} {:<16} {:<9} {:>5} {:>9} {:>9}  problem",
         "shard", "state", "version", "backend", "residency", "loads", "requests", "memory"
@@ -196,15 +237,14 @@ fn print_table(fleet: &Fleet) {
         println!(
             "{:>5}  {state:<8} {version:<18} {backend:<16} {residency:<9} {loads:>5} \
              {requests:>9} {memory:>9}  {}",
-            r.index,
+            r.name(),
             r.problem.as_deref().unwrap_or("ok")
         );
     }
-    let bad = fleet.rows.iter().filter(|r| r.problem.is_some()).count();
     println!(
         "{} shards, {} healthy{}",
         fleet.shards,
-        fleet.shards - bad,
+        fleet.shards - unhealthy,
         fleet
             .version
             .as_ref()
@@ -264,6 +304,7 @@ mod tests {
             object: None,
             loads: 1,
             age_ms: 0.0,
+            replicas: 1,
             manifest: None,
         }))
     }
@@ -279,6 +320,10 @@ mod tests {
             age_ms: 0.0,
         });
         Probe::Report(r)
+    }
+
+    fn refs(probes: &[Probe]) -> Vec<&Probe> {
+        probes.iter().collect()
     }
 
     fn ready(index: usize, version: &str) -> Probe {
@@ -341,7 +386,7 @@ mod tests {
     #[test]
     fn the_given_manifest_version_overrides_the_majority() {
         let probes = [ready(0, "v1"), ready(1, "v1"), ready(2, "v2")];
-        assert_eq!(most_served(&probes).as_deref(), Some("v1"));
+        assert_eq!(most_served(&refs(&probes)).as_deref(), Some("v1"));
         // `--manifest-version v2`: the two shards on v1 are out of version.
         let judged: Vec<String> = (0..3).map(|i| problem(i, &probes[i], Some("v2"))).collect();
         assert_eq!(judged[2], "ok");
@@ -357,8 +402,8 @@ mod tests {
             Probe::Unreachable("timeout".into()),
             ready(2, "v7"),
         ];
-        assert_eq!(most_served(&probes).as_deref(), Some("v7"));
-        assert_eq!(most_served(&probes[..2]), None);
+        assert_eq!(most_served(&refs(&probes)).as_deref(), Some("v7"));
+        assert_eq!(most_served(&refs(&probes[..2])), None);
     }
 
     #[test]
@@ -369,8 +414,8 @@ mod tests {
             ready(2, "v1"),
             ready(3, "v2"),
         ];
-        assert_eq!(most_served(&probes).as_deref(), Some("v2"));
+        assert_eq!(most_served(&refs(&probes)).as_deref(), Some("v2"));
         let probes = [ready(0, "v1"), ready(1, "v2")];
-        assert_eq!(most_served(&probes).as_deref(), Some("v1"));
+        assert_eq!(most_served(&refs(&probes)).as_deref(), Some("v1"));
     }
 }

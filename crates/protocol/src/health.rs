@@ -45,6 +45,11 @@ impl fmt::Display for State {
     }
 }
 
+/// `replicas` of a shard from before the field: one.
+fn one() -> u32 {
+    1
+}
+
 /// Milliseconds on the wire as a whole number: the host clock's resolution.
 fn whole_ms<S: Serializer>(ms: &f64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(ms.max(0.0).round() as u64)
@@ -106,6 +111,10 @@ pub struct HealthReport {
     /// Since the isolate's first request (host clock: it moves only with I/O in production).
     #[serde(default, serialize_with = "whole_ms")]
     pub age_ms: f64,
+    /// `REPLICAS`: the shard's Durable Objects (1 with isolate residency); `/healthz?replica=R`
+    /// asks replica `R`.
+    #[serde(default = "one")]
+    pub replicas: u32,
     /// With nothing resident and nothing loading: what a look at the manifest found (`null`
     /// otherwise: a resident slice's checks and a load say it in `last_check_error`).
     #[serde(default)]

@@ -146,6 +146,34 @@ pub fn object_name(cfg: &Settings, session: Option<&str>) -> String {
     format!("shard-{}/{replica}", cfg.shard_index)
 }
 
+/// The object a `/healthz` with access asks: replica `?replica=R` (`value`), so that a monitor
+/// sees each (`cobordism status` asks every one); without one, the session's ([`object_name`]).
+/// `400 bad_query` past `REPLICAS`.
+pub fn probed_object(
+    cfg: &Settings,
+    value: Option<&str>,
+    session: Option<&str>,
+) -> Result<String, ShardError> {
+    let replica = match value {
+        None => return Ok(object_name(cfg, session)),
+        Some(v) => v
+            .parse::<u32>()
+            .ok()
+            .filter(|r| *r < cfg.replicas)
+            .ok_or_else(|| {
+                ShardError::new(
+                    ErrorCode::BadQuery,
+                    format!(
+                        "replica must be a number from 0 to {} (REPLICAS is {}), not {v:?}",
+                        cfg.replicas - 1,
+                        cfg.replicas
+                    ),
+                )
+            })?,
+    };
+    Ok(format!("shard-{}/{replica}", cfg.shard_index))
+}
+
 /// FNV-1a, 64 bits: a stable, well-spread hash of a short key.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {

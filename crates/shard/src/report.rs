@@ -77,6 +77,7 @@ impl Isolate<'_> {
             object: runtime.object,
             loads: health.loads,
             age_ms: runtime.age_ms,
+            replicas: cfg.replicas,
             manifest,
         }
     }

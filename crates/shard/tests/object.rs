@@ -6,7 +6,9 @@ mod common;
 use std::collections::HashMap;
 
 use cobordism_protocol::ErrorCode;
-use cobordism_shard::object::{forward_mismatch, FORWARD_VERSION, KEEP_WARM_TICK_MS};
+use cobordism_shard::object::{
+    forward_mismatch, probed_object, FORWARD_VERSION, KEEP_WARM_TICK_MS,
+};
 use cobordism_shard::{object_name, KeepWarm, Settings};
 use common::settings;
 
@@ -152,4 +154,27 @@ fn a_forward_of_another_version_is_a_retryable_error_naming_both_builds() {
         assert!(internal.contains("this side: build 1.0.0"), "{internal}");
         assert!(internal.contains(&said), "{internal} should say {said}");
     }
+}
+
+#[test]
+fn a_probe_names_its_replica_else_follows_its_session() {
+    let cfg = replicas(3);
+    assert_eq!(probed_object(&cfg, None, None).unwrap(), "shard-0/0");
+    let session = Some("session-7");
+    let followed = probed_object(&cfg, None, session).unwrap();
+    assert_eq!(followed, object_name(&cfg, session));
+    assert_eq!(
+        probed_object(&cfg, Some("2"), session).unwrap(),
+        "shard-0/2"
+    );
+    for bad in ["3", "-1", "x", ""] {
+        let e = probed_object(&cfg, Some(bad), None).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadQuery, "{bad:?}");
+        assert!(
+            e.detail.contains("from 0 to 2 (REPLICAS is 3)"),
+            "{}",
+            e.detail
+        );
+    }
+    assert!(probed_object(&replicas(1), Some("1"), None).is_err());
 }

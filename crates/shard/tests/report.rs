@@ -59,6 +59,7 @@ fn an_empty_shard_reports_its_settings_and_nothing_resident() {
             "object": "shard-0/1",
             "loads": 0,
             "age_ms": 1234,
+            "replicas": 1,
             "manifest": null,
         })
     );

@@ -23,7 +23,7 @@ use cobordism_protocol::sampling::{log_sum_exp, merge_log_sum_exp, merge_top_k};
 use cobordism_protocol::{decode_hidden, encode_f32, Form, Manifest, Precision, TopK, MAX_TOP_K};
 use kquant::synth::SplitMix64;
 
-use remote::Options;
+pub use remote::Options;
 pub use remote::{assemble, sections, Reply};
 pub use remote::{healthz, Probe, ShardTiming};
 

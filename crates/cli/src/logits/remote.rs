@@ -136,11 +136,16 @@ pub enum Probe {
     Report(Box<HealthReport>),
 }
 
-/// Every endpoint's `GET /healthz`, once each, in the endpoints' order.
-pub fn healthz(endpoints: &[String], opts: &Options) -> Result<Vec<Probe>> {
+/// `GET /healthz` of each `(endpoint, replica)` (`?replica=R` past replica 0), once each, in
+/// that order.
+pub fn healthz(targets: &[(String, u32)], opts: &Options) -> Result<Vec<Probe>> {
     let agent = agent(opts);
-    in_parallel(endpoints, |e| {
-        let url = format!("{}/healthz", e.trim_end_matches('/'));
+    in_parallel(targets, |(e, replica)| {
+        let query = match replica {
+            0 => String::new(),
+            r => format!("?replica={r}"),
+        };
+        let url = format!("{}/healthz{query}", e.trim_end_matches('/'));
         let mut resp = match identified(agent.get(&url), opts).call() {
             Err(e) => return Probe::Unreachable(e.to_string()),
             Ok(r) => r,
