@@ -4,7 +4,8 @@
 import { Miniflare } from "miniflare";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { emulateLifecycle } from "./lifecycle/emulate.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const SCRIPT = join(here, "build", "index.js");
@@ -51,22 +52,37 @@ export const OBJECT_CLASS = "ShardObject";
  *   each data point is logged as one line `{"metric": point}` (see `onLog`)
  * @param {number} [o.fronts=1] isolates (workers) serving each shard's URL, each on its own
  *   port (`frontEndpoints[i]`; `endpoints[i]` is the first): a benchmark's balancer picks one
- * @returns {Promise<{endpoints: string[], frontEndpoints: string[][], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare}>}
+ * @param {"workerd"|"cloudflare"} [o.lifecycle="workerd"] the objects' lifecycle (object
+ *   residency): "workerd", local workerd's (an object stays in memory until the shards stop);
+ *   "cloudflare", Cloudflare's emulated (see the top): an object idle and hibernateable for 10 s
+ *   is hibernated, one idle but not hibernateable is evicted after 70–140 s without a request or
+ *   event, and `newVersion()` restarts every object, each time discarding the object's instance
+ *   and its isolate's memory (the slice)
+ * @param {number} [o.timeScale=1] with lifecycle "cloudflare", multiplies every time above
+ *   (0.05: hibernation after 0.5 s)
+ * @returns {Promise<{endpoints: string[], frontEndpoints: string[][], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare, newVersion: () => Promise<import("./lifecycle/emulate.mjs").LifecycleEvent[]>, lifecycleEvents: import("./lifecycle/emulate.mjs").LifecycleEvent[]}>}
+ *   `newVersion()` (lifecycle "cloudflare"): rolls out a new version, resolving with a
+ *   `restarted` event per object that was live; `lifecycleEvents`: every hibernation, eviction
+ *   and restart so far (and `error` if the harness failed to read or act)
  */
-export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, replicaIsolates = "own", fronts = 1, onLog, metrics = false } = {}) {
+export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, replicaIsolates = "own", fronts = 1, onLog, metrics = false, lifecycle = "workerd", timeScale = 1 } = {}) {
   if (!["isolate", "object"].includes(residency)) throw new Error(`residency ${residency}: expected isolate or object`);
   if (!["own", "shared"].includes(replicaIsolates)) throw new Error(`replicaIsolates ${replicaIsolates}: expected own or shared`);
+  if (!["workerd", "cloudflare"].includes(lifecycle)) throw new Error(`lifecycle ${lifecycle}: expected workerd or cloudflare`);
   const object = residency === "object";
+  const emulated = lifecycle === "cloudflare";
+  if (emulated && !object) throw new Error(`lifecycle cloudflare emulates Durable Objects: it needs residency object`);
+  if (!(timeScale > 0)) throw new Error(`timeScale ${timeScale}: expected a number > 0`);
   const wrapped = r2Faults || r2Shape;
   if (!existsSync(script)) {
     throw new Error(`${script} is missing: run scripts/build-worker.sh${testBuild ? " --test" : ""} first`);
   }
-  // `extra` adds to the wrapped bindings (a front's replica router) rather than replacing them.
-  const shard = (i, name, { wrappedBindings = {}, ...extra } = {}) => ({
+  // `extra` adds to the wrapped bindings (a front's replica router) rather than replacing them;
+  // `code` replaces the build's entry (an object worker under the lifecycle emulation).
+  const scriptCode = { modules: true, scriptPath: script, modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }] };
+  const shard = (i, name, { wrappedBindings = {}, code = scriptCode, ...extra } = {}) => ({
     name,
-    modules: true,
-    scriptPath: script,
-    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+    ...code,
     compatibilityDate: "2026-04-01",
     bindings: {
       SHARD_INDEX: String(i),
@@ -94,6 +110,10 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     if (!apart) return { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, 0)) };
     return { wrappedBindings: { [OBJECT_BINDING]: { scriptName: routerName(i) } } };
   };
+  // Under the lifecycle emulation each object worker runs the shard's class under its wrapper,
+  // with a loopback socket for the harness's control (worker/lifecycle/).
+  const objectWorkers = [];
+  const lifecycleWorker = emulated ? { code: lifecycleCode(script), unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {};
   const workers = [];
   for (let i = 0; i < shards; i++) {
     for (let f = 0; f < fronts; f++) {
@@ -101,7 +121,8 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     }
     if (!object) continue;
     for (let r = 0; r < (apart ? replicas : 1); r++) {
-      workers.push(shard(i, objectWorker(i, r), { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, r)) }));
+      objectWorkers.push(objectWorker(i, r));
+      workers.push(shard(i, objectWorker(i, r), { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, r)), ...lifecycleWorker }));
     }
     if (apart) workers.push(replicaRouter(i, replicas, (r) => objectWorker(i, r)));
   }
@@ -122,14 +143,42 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     frontEndpoints.push(await Promise.all(Array.from({ length: fronts }, (_, f) => url(frontName(i, f)))));
   }
   const endpoints = frontEndpoints.map((f) => f[0]);
+  const life = emulated ? emulateLifecycle(Object.fromEntries(await Promise.all(objectWorkers.map(async (w) => [w, await url(w)]))), { timeScale }) : null;
   return {
     mf,
     endpoints,
     frontEndpoints,
     bucket: () => (wrapped ? mf.getR2Bucket("INNER", WRAPPED_R2) : mf.getR2Bucket(BINDING, "s0")),
-    dispose: () => mf.dispose(),
+    newVersion: async () => {
+      if (!life) throw new Error(`newVersion() needs lifecycle "cloudflare"`);
+      return life.newVersion();
+    },
+    lifecycleEvents: life?.events ?? [],
+    dispose: async () => {
+      await life?.stop();
+      await mf.dispose();
+    },
   };
 }
+
+/** The lifecycle emulation's modules (worker/lifecycle/): its entry for the shard, `shard.mjs`,
+ * with the build `script` and its wasm given to workerd beside it as `index.js` and
+ * `index_bg.wasm`, the names the entry and the bundle import. */
+function lifecycleCode(script) {
+  const at = (file) => join(LIFECYCLE, file);
+  return {
+    modulesRoot: LIFECYCLE,
+    modules: [
+      { type: "ESModule", path: at("shard.mjs") },
+      { type: "ESModule", path: at("object.mjs") },
+      { type: "ESModule", path: at("pending.mjs") },
+      { type: "ESModule", path: at("index.js"), contents: readFileSync(script, "utf8") },
+      { type: "CompiledWasm", path: at("index_bg.wasm"), contents: readFileSync(join(dirname(script), "index_bg.wasm")) },
+    ],
+  };
+}
+
+const LIFECYCLE = join(here, "lifecycle");
 
 const WRAPPED_R2 = "wrapped-r2";
 const METRICS_STAND_IN = "metrics-stand-in";
