@@ -115,9 +115,11 @@ export function lifecycle(Inner, discardMemory) {
     }
 
     /** Harness (RPC): drops the instance if nothing happened since the reading of `epoch`
-     * and it is idle; then, if it was the isolate's last live object, the isolate's memory. */
+     * and it is idle; then, if it was the isolate's last live object, the isolate's memory.
+     * Not during a restart: the requests it holds are waiting for this object. */
     lifecycleDiscard(epoch) {
-      if (epoch !== this.epoch || this.work.calls.size + this.work.tasks > 0 || !this.inner) return { discarded: false };
+      const idle = this.work.calls.size + this.work.tasks === 0;
+      if (epoch !== this.epoch || !idle || !this.inner || retiring) return { discarded: false };
       return { discarded: true, memory: this.discard() };
     }
 

@@ -1,0 +1,227 @@
+// Cloudflare's Durable Object lifecycle emulated locally (worker/local.mjs `lifecycle:
+// "cloudflare"`, worker/lifecycle/; docs/PLATFORM.md, "Durable Object lifecycle"), time-scaled:
+// an idle hibernateable object is hibernated after 10 s and its slice is really gone (a new
+// linear memory, a reload), an object with a timer pending is not hibernated but is evicted
+// after 70–140 s, and a new version lets requests in flight finish (or cuts them after 30 s),
+// then each object reloads once and answers the same bits.
+import { test, before } from "node:test";
+import assert from "node:assert/strict";
+import { Miniflare } from "miniflare";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startShards } from "../../worker/local.mjs";
+import { emulateLifecycle, EVICT_MS, GRACE_MS } from "../../worker/lifecycle/emulate.mjs";
+import { makeModel, seed, hiddenBytes, localLogits, post, health, json, TOKEN } from "./helpers.mjs";
+
+const VARS = { MANIFEST_TTL_MS: "0", LOAD_RETRY_MS: "0" };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+let model;
+before(() => {
+  model = makeModel({ type: "q6_k", hidden: 512, vocab: 4096, shards: 2, seed: 71 });
+});
+
+async function withShards(opts, fn) {
+  const local = await startShards({ shards: 2, vars: VARS, authToken: TOKEN, residency: "object", ...opts });
+  try {
+    await seed(await local.bucket(), model);
+    const result = await fn(local);
+    assert.deepEqual(local.lifecycleEvents.filter((e) => e.what === "error"), [], "the harness read and acted without a failure");
+    return result;
+  } finally {
+    await local.dispose();
+  }
+}
+
+function part(full, i) {
+  const s = model.manifest.shards[i];
+  return full.subarray(4 * s.row_start, 4 * (s.row_start + s.row_count));
+}
+
+/** Posts `h` to `e`: the answer must be `want`; returns its X-Cache. */
+async function served(e, h, want) {
+  const r = await post(e, h);
+  assert.equal(r.status, 200, new TextDecoder().decode(r.body));
+  assert.deepEqual(r.body, want);
+  return r.headers.get("x-cache");
+}
+
+test("idle 5 s the object stays warm; idle 15 s it was hibernated and its slice is gone", async () => {
+  const scale = 0.1;
+  const h = hiddenBytes(512, 3);
+  const want = part(localLogits(model, h), 0);
+  /** X-Cache after 5 s and after 15 s idle, /healthz before and after the second wait. */
+  const lines = [];
+  const onLog = ({ message }) => void lines.push(message);
+  const run = (lifecycle) =>
+    withShards({ lifecycle, timeScale: scale, ...(lifecycle === "cloudflare" ? { onLog } : {}) }, async (local) => {
+      const e = local.endpoints[0];
+      assert.equal(await served(e, h, want), "miss");
+      await sleep(5_000 * scale);
+      const after5 = await served(e, h, want);
+      const warm = await health(e);
+      await sleep(15_000 * scale);
+      const cold = await health(e); // a request too: it starts the object again
+      const after15 = await served(e, h, want);
+      return { after5, after15, warm, cold, events: local.lifecycleEvents };
+    });
+  const [emulated, workerd] = await Promise.all([run("cloudflare"), run("workerd")]);
+  assert.deepEqual([workerd.after5, workerd.after15], ["hit", "hit"], "local workerd keeps the object");
+  assert.equal(emulated.after5, "hit", "5 s idle: not hibernated yet");
+  assert.equal(emulated.after15, "miss", "15 s idle: hibernated, the slice reloads");
+  assert.deepEqual(
+    emulated.events.map((e) => [e.worker, e.object, e.what, e.memory]),
+    [["s0-object", "shard-0/0", "hibernated", true]],
+    "one hibernation, of shard 0's object (shard 1's never started)",
+  );
+  // The slice is really gone, not just marked: a new, smaller linear memory (wasm memory only
+  // grows) in which the object has loaded nothing yet.
+  assert.deepEqual([emulated.warm.state, emulated.warm.loads], ["ready", 1]);
+  assert.deepEqual([emulated.cold.state, emulated.cold.resident, emulated.cold.loads], ["empty", false, 0]);
+  assert.ok(emulated.cold.wasm_memory_bytes < emulated.warm.wasm_memory_bytes, `memory ${emulated.warm.wasm_memory_bytes} → ${emulated.cold.wasm_memory_bytes}`);
+  assert.equal(lines.filter((l) => l.includes("slice_load")).length, 2, "two loads");
+  assert.deepEqual(lines.filter((l) => l.includes("instance_reset")), [], "a hibernation is no panic: no instance_reset line");
+});
+
+const here = dirname(fileURLToPath(import.meta.url));
+const WORKER_DIR = join(here, "..", "..", "worker");
+
+/** Two isolates (workers `a` and `b`) each running the stand-in object class under the
+ * emulation (worker/stand-ins/lifecycle-object.mjs), and the harness on them. */
+async function withStandIns(timeScale, fn) {
+  const worker = (name) => ({
+    name,
+    modules: true,
+    scriptPath: join(WORKER_DIR, "stand-ins", "lifecycle-object.mjs"),
+    modulesRoot: WORKER_DIR,
+    compatibilityDate: "2026-04-01",
+    durableObjects: { STAND_IN: { className: "StandIn", useSQLite: true } },
+    unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
+  });
+  const mf = new Miniflare({ workers: [worker("a"), worker("b")] });
+  await mf.ready;
+  const controls = {};
+  const objects = {};
+  for (const name of ["a", "b"]) {
+    controls[name] = (await mf.unsafeGetDirectURL(name)).toString().replace(/\/$/, "");
+    const ns = await mf.getDurableObjectNamespace("STAND_IN", name);
+    const stub = ns.get(ns.idFromName(name));
+    objects[name] = async (path = "/", method = "GET") => (await stub.fetch(`http://stand-in${path}`, { method })).json();
+  }
+  const life = emulateLifecycle(controls, { timeScale });
+  try {
+    await fn(objects, life.events);
+    assert.deepEqual(life.events.filter((e) => e.what === "error"), []);
+  } finally {
+    await life.stop();
+    await mf.dispose();
+  }
+}
+
+test("a timer pending in the object's isolate: not hibernated at 15 s, evicted within 70–140 s", async () => {
+  const scale = 0.05;
+  await withStandIns(scale, async (objects, events) => {
+    const seen = (what) => events.filter((e) => e.what === what).map((e) => e.worker);
+    assert.deepEqual([(await objects.a()).hit, (await objects.b()).hit], [false, false]);
+    await objects.a("/timer?ms=600000", "POST"); // pending far beyond the test
+    const idleFrom = Date.now();
+    await sleep(15_000 * scale);
+    assert.deepEqual(seen("hibernated"), ["b"], "b, nothing pending, was hibernated; a, with its timer, was not");
+    assert.deepEqual(seen("evicted"), []);
+    while (seen("evicted").length === 0 && Date.now() - idleFrom < (EVICT_MS[1] + 20_000) * scale) await sleep(20);
+    const evicted = events.find((e) => e.what === "evicted");
+    assert.ok(evicted, `a was evicted by ${EVICT_MS[1] / 1000} s (scaled): ${JSON.stringify(events)}`);
+    const after = evicted.at - idleFrom;
+    assert.ok(after >= EVICT_MS[0] * scale - 100 && after <= EVICT_MS[1] * scale + 500, `evicted ${after} ms after its last request`);
+    assert.deepEqual(await objects.a(), { hit: false, constructed: 2, fired: 0 }, "a new instance, its memory gone");
+    // The evicted isolate's timer died with it: nothing pending now, so it hibernates.
+    await sleep(15_000 * scale);
+    assert.deepEqual(seen("hibernated"), ["b", "a"]);
+  });
+});
+
+test("a new version under traffic: requests in flight finish, each object reloads once, same bits", async () => {
+  const scale = 0.05;
+  let delayMs = 0;
+  let asked = 0;
+  const r2Faults = { onGet: () => (asked++, { delayMs }) };
+  await withShards({ lifecycle: "cloudflare", timeScale: scale, r2Faults }, async (local) => {
+    const [e0, e1] = local.endpoints;
+    const h = hiddenBytes(512, 11);
+    const full = localLogits(model, h);
+    const want = [part(full, 0), part(full, 1)];
+    const before = [await post(e0, h), await post(e1, h)];
+    for (const [i, r] of before.entries()) assert.deepEqual([r.status, r.body], [200, want[i]], "the bits before");
+    // Shard 1's object hibernates; its next request reloads slowly, and is in flight at the
+    // new version. Shard 0 (warmed again if it hibernated too) serves traffic throughout.
+    while (!local.lifecycleEvents.some((e) => e.object === "shard-1/0")) await sleep(20);
+    await served(e0, h, before[0].body);
+    /** Each request's start and X-Cache, by shard. */
+    const caches = { 0: [], 1: [] };
+    const timed = async (i, e) => {
+      const start = Date.now();
+      caches[i].push([start, await served(e, h, before[i].body)]);
+    };
+    let stop = false;
+    const traffic = Array.from({ length: 3 }, async () => {
+      while (!stop) await timed(0, e0);
+    });
+    let versionStart, versionAt;
+    try {
+      delayMs = 800;
+      asked = 0;
+      const slow = post(e1, h).then((r) => ({ r, at: Date.now() }));
+      while (asked === 0) await sleep(5);
+      delayMs = 0;
+      versionStart = Date.now();
+      const restarted = await local.newVersion();
+      versionAt = Date.now();
+      const { r, at } = await slow;
+      assert.deepEqual([r.status, r.headers.get("x-cache"), r.body], [200, "miss", before[1].body], "the request in flight finished");
+      assert.ok(at <= versionAt, "the restart waited for it");
+      assert.deepEqual(restarted.map((e) => [e.object, e.cut, e.memory]).sort(), [["shard-0/0", 0, true], ["shard-1/0", 0, true]]);
+      for (let n = 0; n < 3; n++) await timed(1, e1);
+      await sleep(200);
+    } finally {
+      stop = true;
+      await Promise.all(traffic);
+    }
+    const since = (i, start) => caches[i].filter(([t]) => t >= start).map(([, c]) => c);
+    assert.ok(caches[0].some(([t]) => t < versionStart), "traffic before the new version");
+    assert.ok(caches[0].filter(([t]) => t < versionStart).every(([, c]) => c === "hit"), "shard 0 warm until then");
+    assert.ok(since(0, versionStart).includes("miss"), "shard 0 reloaded after the new version");
+    assert.deepEqual(since(1, versionAt), ["miss", "hit", "hit"], "shard 1 reloaded after the new version");
+    for (const [i, e] of [e0, e1].entries()) {
+      assert.equal((await health(e)).loads, 1, `shard ${i}: one load since the restart`);
+    }
+  });
+});
+
+test("a new version cuts a request still running after 30 s: it fails at once, the object comes back", async () => {
+  const scale = 0.05;
+  let release;
+  const held = new Promise((resolve) => (release = resolve));
+  let hold = false;
+  let asked = 0;
+  const r2Faults = { onGet: async () => (hold && (asked++, await held), {}) };
+  await withShards({ lifecycle: "cloudflare", timeScale: scale, r2Faults }, async (local) => {
+    const e = local.endpoints[0];
+    const h = hiddenBytes(512, 12);
+    const want = part(localLogits(model, h), 0);
+    try {
+      hold = true;
+      const stuck = post(e, h);
+      while (asked === 0) await sleep(5);
+      const start = Date.now();
+      const restarted = await local.newVersion();
+      const took = Date.now() - start;
+      assert.ok(took >= GRACE_MS * scale - 50, `the grace time was given: ${took} ms`);
+      assert.deepEqual(restarted.map((e) => [e.object, e.cut]), [["shard-0/0", 1]]);
+      const r = await stuck; // R2 never answered: only the cut can settle it
+      assert.deepEqual([r.status, json(r).error], [503, "object_unavailable"]);
+    } finally {
+      hold = false;
+      release();
+    }
+    assert.equal(await served(e, h, want), "miss", "the new instance loads and answers");
+  });
+});
