@@ -60,12 +60,14 @@ export const OBJECT_CLASS = "ShardObject";
  *   and its isolate's memory (the slice)
  * @param {number} [o.timeScale=1] with lifecycle "cloudflare", multiplies every time above
  *   (0.05: hibernation after 0.5 s)
+ * @param {(event: import("./lifecycle/emulate.mjs").LifecycleEvent) => void} [o.onLifecycle] with
+ *   lifecycle "cloudflare", told each hibernation, eviction and restart as it happens
  * @returns {Promise<{endpoints: string[], frontEndpoints: string[][], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare, newVersion: () => Promise<import("./lifecycle/emulate.mjs").LifecycleEvent[]>, lifecycleEvents: import("./lifecycle/emulate.mjs").LifecycleEvent[]}>}
  *   `newVersion()` (lifecycle "cloudflare"): rolls out a new version, resolving with a
  *   `restarted` event per object that was live; `lifecycleEvents`: every hibernation, eviction
  *   and restart so far (and `error` if the harness failed to read or act)
  */
-export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, replicaIsolates = "own", fronts = 1, onLog, metrics = false, lifecycle = "workerd", timeScale = 1 } = {}) {
+export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, replicaIsolates = "own", fronts = 1, onLog, metrics = false, lifecycle = "workerd", timeScale = 1, onLifecycle } = {}) {
   if (!["isolate", "object"].includes(residency)) throw new Error(`residency ${residency}: expected isolate or object`);
   if (!["own", "shared"].includes(replicaIsolates)) throw new Error(`replicaIsolates ${replicaIsolates}: expected own or shared`);
   if (!["workerd", "cloudflare"].includes(lifecycle)) throw new Error(`lifecycle ${lifecycle}: expected workerd or cloudflare`);
@@ -143,7 +145,7 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     frontEndpoints.push(await Promise.all(Array.from({ length: fronts }, (_, f) => url(frontName(i, f)))));
   }
   const endpoints = frontEndpoints.map((f) => f[0]);
-  const life = emulated ? emulateLifecycle(Object.fromEntries(await Promise.all(objectWorkers.map(async (w) => [w, await url(w)]))), { timeScale }) : null;
+  const life = emulated ? emulateLifecycle(Object.fromEntries(await Promise.all(objectWorkers.map(async (w) => [w, await url(w)]))), { timeScale, onEvent: onLifecycle }) : null;
   return {
     mf,
     endpoints,

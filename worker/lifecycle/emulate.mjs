@@ -32,10 +32,11 @@ export const GRACE_MS = 30_000;
  * Starts emulating the lifecycle of the objects behind `controls` (each object worker's control
  * URL, by worker name).
  * @param {Record<string, string>} controls
- * @param {{timeScale?: number, random?: () => number}} [o]
+ * @param {{timeScale?: number, random?: () => number, onEvent?: (e: LifecycleEvent) => void}} [o]
+ *   `onEvent` is told each event as it happens
  * @returns {{events: LifecycleEvent[], newVersion: () => Promise<LifecycleEvent[]>, stop: () => Promise<void>}}
  */
-export function emulateLifecycle(controls, { timeScale = 1, random = Math.random } = {}) {
+export function emulateLifecycle(controls, { timeScale = 1, random = Math.random, onEvent = () => {} } = {}) {
   if (!(timeScale > 0)) throw new Error(`timeScale ${timeScale}: expected a number > 0`);
   const scaled = (ms) => ms * timeScale;
   const pollMs = Math.min(500, Math.max(10, scaled(HIBERNATE_MS) / 20));
@@ -50,7 +51,11 @@ export function emulateLifecycle(controls, { timeScale = 1, random = Math.random
     evictAfter.set(r.id, { epoch: r.epoch, ms });
     return ms;
   };
-  const note = (worker, event) => events.push({ at: Date.now(), worker, ...event });
+  const note = (worker, event) => {
+    const noted = { at: Date.now(), worker, ...event };
+    events.push(noted);
+    onEvent(noted);
+  };
 
   /** Reads one object worker and hibernates or evicts what is due. */
   async function tend(worker) {
@@ -86,14 +91,11 @@ export function emulateLifecycle(controls, { timeScale = 1, random = Math.random
       await Promise.all(Object.values(controls).map((url) => call(url, "POST", "/retire")));
       const deadline = Date.now() + scaled(GRACE_MS);
       while (Date.now() < deadline && (await busy())) await sleep(Math.min(pollMs, 25));
-      const restarted = [];
+      const from = events.length;
       for (const [worker, url] of Object.entries(controls)) {
-        for (const r of await call(url, "POST", "/restart")) {
-          restarted.push({ at: Date.now(), worker, object: r.name, what: "restarted", memory: r.memory, cut: r.cut });
-        }
+        for (const r of await call(url, "POST", "/restart")) note(worker, { object: r.name, what: "restarted", memory: r.memory, cut: r.cut });
       }
-      events.push(...restarted);
-      return restarted;
+      return events.slice(from);
     },
     async stop() {
       stopped = true;
