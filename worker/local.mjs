@@ -1,6 +1,31 @@
 // Local shards: N copies of the shard Worker in workerd (through Miniflare's Node API), each on
 // its own loopback port, sharing one local R2 bucket (the state `wrangler r2 object put --local
 // --persist-to DIR` writes). Used by the demo, the CLI's tests and the worker tests.
+//
+// Durable Objects' lifecycle (object residency): local workerd never hibernates, evicts or
+// restarts an object by itself, so by default (`lifecycle: "workerd"`) a slice stays loaded until
+// the shards stop. `lifecycle: "cloudflare"` emulates Cloudflare's (docs/PLATFORM.md, "Durable
+// Object lifecycle"), with every time multiplied by `timeScale`:
+// - Each object worker runs the shard's class under a test-only wrapper (worker/lifecycle/
+//   shard.mjs, with the build's index.js and wasm beside it) whose isolate counts what it really
+//   has pending: its `setTimeout`/`setInterval` timers and `fetch()` subrequests, replaced before
+//   the shard's bundle is evaluated (worker/lifecycle/pending.mjs), and each object's requests,
+//   alarms and `waitUntil` promises in progress (worker/lifecycle/object.mjs). The shard reports
+//   nothing about itself.
+// - The harness in Node (worker/lifecycle/emulate.mjs) reads those counts through each object
+//   worker's control socket: an object idle with nothing pending for 10 s is hibernated; one idle
+//   with something pending is evicted after a random 70–140 s without a request or alarm;
+//   `newVersion()` holds new requests, gives those in flight up to 30 s, cuts the rest and
+//   restarts every object.
+// - Hibernation, eviction and restart drop the object's instance (the next request or alarm
+//   builds a new one: the constructor runs again) and, with the isolate's last live object, its
+//   memory: the shard's own instance reset (worker/entry.mjs) replaces the wasm instance, a new
+//   linear memory, at the next call, so the slice is gone and reloads (`X-Cache: miss`). Workerd
+//   cannot drop one worker's isolate (`setOptions` restarts every worker), so the isolate itself,
+//   the JavaScript heap of the bundle, and memory the old instance held until that next call,
+//   stay. Not emulated: hibernation of the fronts' isolates (Workers), a restart's storage
+//   cut-off (a request touching storage during its grace time is not stopped), version skew
+//   between fronts and objects, deferred code updates, and placement moves.
 import { Miniflare } from "miniflare";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
