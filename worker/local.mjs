@@ -23,7 +23,8 @@
 //   linear memory, at the next call, so the slice is gone and reloads (`X-Cache: miss`). Workerd
 //   cannot drop one worker's isolate (`setOptions` restarts every worker), so the isolate itself,
 //   the JavaScript heap of the bundle, and memory the old instance held until that next call,
-//   stay. Not emulated: hibernation of the fronts' isolates (Workers), a restart's storage
+//   stay. Timers are counted per isolate: colocated replicas (`replicaIsolates: "shared"`) keep
+//   each other from hibernating while either has one pending. Not emulated: hibernation of the fronts' isolates (Workers), a restart's storage
 //   cut-off (a request touching storage during its grace time is not stopped), version skew
 //   between fronts and objects, deferred code updates, and placement moves.
 import { Miniflare } from "miniflare";

@@ -10,7 +10,10 @@
 // constructor again. It forwards `fetch` and `alarm` (all that the shard's `ShardObject` has) and
 // counts what the object is still doing: requests and alarms in progress, and the promises its
 // code hands to `ctx.waitUntil` (a slice load that outlives its request). With the isolate's
-// pending timers and subrequests (./pending.mjs), that is what makes it hibernateable.
+// pending timers and subrequests (./pending.mjs), that is what makes it hibernateable. Timers and
+// subrequests cannot be told apart by object, so in an isolate shared by several objects (a
+// shard's colocated replicas) one object's pending timer keeps all of them from hibernating, and
+// the idle time of each starts when the isolate last became quiet.
 //
 // **Memory.** Workerd runs every object of a worker in the worker's one isolate and cannot
 // discard that isolate alone. What an object keeps outside its instance (the shard: its wasm
