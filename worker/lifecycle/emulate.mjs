@@ -55,6 +55,7 @@ export function emulateLifecycle(controls, { timeScale = 1, random = Math.random
     const noted = { at: Date.now(), worker, ...event };
     events.push(noted);
     onEvent(noted);
+    return noted;
   };
 
   /** Reads one object worker and hibernates or evicts what is due. */
@@ -85,17 +86,32 @@ export function emulateLifecycle(controls, { timeScale = 1, random = Math.random
     return states.some((s) => s.objects.some((r) => r.busy));
   }
 
+  /** Holds new requests and waits, up to the grace time, for those in progress. */
+  async function drain() {
+    const deadline = Date.now() + scaled(GRACE_MS);
+    await Promise.all(Object.values(controls).map((url) => call(url, "POST", "/retire")));
+    while (Date.now() < deadline && (await busy())) await sleep(Math.min(pollMs, 25));
+  }
+
+  /** Restarts every live object (cutting what is still in progress), releases the held requests. */
+  async function restartAll() {
+    const restarted = [];
+    for (const [worker, url] of Object.entries(controls)) {
+      for (const r of await call(url, "POST", "/restart")) restarted.push(note(worker, { object: r.name, what: "restarted", memory: r.memory, cut: r.cut }));
+    }
+    return restarted;
+  }
+
   return {
     events,
     async newVersion() {
-      await Promise.all(Object.values(controls).map((url) => call(url, "POST", "/retire")));
-      const deadline = Date.now() + scaled(GRACE_MS);
-      while (Date.now() < deadline && (await busy())) await sleep(Math.min(pollMs, 25));
-      const from = events.length;
-      for (const [worker, url] of Object.entries(controls)) {
-        for (const r of await call(url, "POST", "/restart")) note(worker, { object: r.name, what: "restarted", memory: r.memory, cut: r.cut });
+      let restarted;
+      try {
+        await drain();
+      } finally {
+        restarted = await restartAll(); // even if the drain failed: no worker may keep holding requests
       }
-      return events.slice(from);
+      return restarted;
     },
     async stop() {
       stopped = true;

@@ -61,7 +61,6 @@ export function lifecycle(Inner, discardMemory) {
       /** Changes at every start and end, so that an action decided on a reading is refused
        * if anything happened since. */
       this.epoch = 0;
-      this.discardMemory = discardMemory;
       countTasks(this, ctx);
       objects.set(ctx.id.toString(), this);
     }
@@ -143,7 +142,7 @@ export function lifecycle(Inner, discardMemory) {
       this.touch();
       if ([...objects.values()].some((o) => o.inner)) return false;
       forget();
-      this.discardMemory();
+      discardMemory();
       return true;
     }
   };
@@ -188,10 +187,13 @@ export function control(binding) {
           return Response.json({});
         case "POST /restart": {
           const restarted = [];
-          for (const [id, o] of objects) {
-            if (o.inner) restarted.push({ name: o.name, ...(await stub(id).lifecycleRestart()) });
+          try {
+            for (const [id, o] of objects) {
+              if (o.inner) restarted.push({ name: o.name, ...(await stub(id).lifecycleRestart()) });
+            }
+          } finally {
+            retiring = false;
           }
-          retiring = false;
           return Response.json(restarted);
         }
         default:
