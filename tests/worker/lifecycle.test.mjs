@@ -51,9 +51,9 @@ test("idle 5 s the object stays warm; idle 15 s it was hibernated and its slice 
   const scale = 0.1;
   const h = hiddenBytes(512, 3);
   const want = part(localLogits(model, h), 0);
-  /** X-Cache after 5 s and after 15 s idle, /healthz before and after the second wait. */
   const lines = [];
   const onLog = ({ message }) => void lines.push(message);
+  /** X-Cache after 5 s and after 15 s idle, /healthz before and after the second wait. */
   const run = (lifecycle) =>
     withShards({ lifecycle, timeScale: scale, ...(lifecycle === "cloudflare" ? { onLog } : {}) }, async (local) => {
       const e = local.endpoints[0];
