@@ -8,6 +8,7 @@ import { startShards } from "../worker/local.mjs";
 
 const USAGE = `usage: scripts/local-shards.mjs [--shards 8] [--state DIR] [--prefix P] [--var K=V]…
                                [--residency isolate|object] [--replicas R] [--colocate-replicas]
+                               [--lifecycle workerd|cloudflare] [--time-scale F]
                                [--endpoints-file F]
                                (--token T | --allow-anonymous)
 
@@ -23,6 +24,17 @@ ports until interrupted, and prints {"endpoints": [...]} on one line when they a
                       each in an isolate of its own (each loads its slice)
   --colocate-replicas a shard's replicas in one isolate instead (they share one slice), the
                       other way Cloudflare may place them
+  --lifecycle L       the Durable Objects' lifecycle, with --residency object: workerd (default),
+                      local workerd's: an object stays in memory until the shards stop;
+                      cloudflare, Cloudflare's emulated (worker/lifecycle/): an object idle for
+                      10 s with nothing pending (timer, fetch, request, waitUntil) is hibernated,
+                      one idle with something pending is evicted after 70–140 s without a request
+                      or alarm; either way its slice is discarded and its next request reloads.
+                      SIGUSR2 rolls out a new version: requests in flight get 30 s, then every
+                      object restarts. What happens is printed to standard error, one JSON line
+                      each ({"lifecycle": event})
+  --time-scale F      with --lifecycle cloudflare, multiplies those times (0.05: hibernation
+                      after 0.5 s); default 1
   --endpoints-file F  also write the endpoints to F, one a line in shard order (for
                       cobordism … --endpoints-from F)
   --token T           the AUTH_TOKEN secret (default: $COBORDISM_TOKEN)
@@ -44,6 +56,8 @@ try {
       residency: { type: "string", default: "isolate" },
       replicas: { type: "string", default: "1" },
       "colocate-replicas": { type: "boolean", default: false },
+      lifecycle: { type: "string", default: "workerd" },
+      "time-scale": { type: "string", default: "1" },
       "endpoints-file": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -75,6 +89,15 @@ if (!["isolate", "object"].includes(values.residency)) {
   console.error(`--residency ${values.residency}: expected isolate or object\n\n${USAGE}`);
   process.exit(2);
 }
+if (!["workerd", "cloudflare"].includes(values.lifecycle) || (values.lifecycle === "cloudflare" && values.residency !== "object")) {
+  console.error(`--lifecycle ${values.lifecycle}: expected workerd, or cloudflare with --residency object\n\n${USAGE}`);
+  process.exit(2);
+}
+const timeScale = Number(values["time-scale"]);
+if (!(timeScale > 0)) {
+  console.error("--time-scale must be a number > 0");
+  process.exit(2);
+}
 const replicas = Number(values.replicas);
 if (!Number.isInteger(replicas) || replicas < 1 || replicas > 64) {
   console.error("--replicas must be an integer from 1 to 64");
@@ -84,6 +107,9 @@ const local = await startShards({
   residency: values.residency,
   replicas,
   replicaIsolates: values["colocate-replicas"] ? "shared" : "own",
+  lifecycle: values.lifecycle,
+  timeScale,
+  onLifecycle: (event) => void process.stderr.write(`${JSON.stringify({ lifecycle: event })}\n`),
   shards,
   state: values.state,
   prefix: values.prefix,
@@ -100,7 +126,15 @@ const stop = async () => {
   await local.dispose();
   process.exit(0);
 };
+if (values.lifecycle === "cloudflare") newVersionOnSignal(local);
 process.on("SIGINT", stop);
 process.on("SIGTERM", stop);
 process.stdin.on("end", stop); // the parent went away
 process.stdin.resume();
+
+/** Rolls out a new version on SIGUSR2. */
+function newVersionOnSignal(local) {
+  process.on("SIGUSR2", () => {
+    local.newVersion().catch((e) => process.stderr.write(`new version: ${e.message}\n`));
+  });
+}

@@ -1,10 +1,37 @@
 // Local shards: N copies of the shard Worker in workerd (through Miniflare's Node API), each on
 // its own loopback port, sharing one local R2 bucket (the state `wrangler r2 object put --local
 // --persist-to DIR` writes). Used by the demo, the CLI's tests and the worker tests.
+//
+// Durable Objects' lifecycle (object residency): local workerd never hibernates, evicts or
+// restarts an object by itself, so by default (`lifecycle: "workerd"`) a slice stays loaded until
+// the shards stop. `lifecycle: "cloudflare"` emulates Cloudflare's (docs/PLATFORM.md, "Durable
+// Object lifecycle"), with every time multiplied by `timeScale`:
+// - Each object worker runs the shard's class under a test-only wrapper (worker/lifecycle/
+//   shard.mjs, with the build's index.js and wasm beside it) whose isolate counts what it really
+//   has pending: its `setTimeout`/`setInterval` timers and `fetch()` subrequests, replaced before
+//   the shard's bundle is evaluated (worker/lifecycle/pending.mjs), and each object's requests,
+//   alarms and `waitUntil` promises in progress (worker/lifecycle/object.mjs). The shard reports
+//   nothing about itself.
+// - The harness in Node (worker/lifecycle/emulate.mjs) reads those counts through each object
+//   worker's control socket: an object idle with nothing pending for 10 s is hibernated; one idle
+//   with something pending is evicted after a random 70–140 s without a request or alarm;
+//   `newVersion()` holds new requests, gives those in flight up to 30 s, cuts the rest and
+//   restarts every object.
+// - Hibernation, eviction and restart drop the object's instance (the next request or alarm
+//   builds a new one: the constructor runs again) and, with the isolate's last live object, its
+//   memory: the shard's own instance reset (worker/entry.mjs) replaces the wasm instance, a new
+//   linear memory, at the next call, so the slice is gone and reloads (`X-Cache: miss`). Workerd
+//   cannot drop one worker's isolate (`setOptions` restarts every worker), so the isolate itself,
+//   the JavaScript heap of the bundle, and memory the old instance held until that next call,
+//   stay. Timers are counted per isolate: colocated replicas (`replicaIsolates: "shared"`) keep
+//   each other from hibernating while either has one pending. Not emulated: hibernation of the fronts' isolates (Workers), a restart's storage
+//   cut-off (a request touching storage during its grace time is not stopped), version skew
+//   between fronts and objects, deferred code updates, and placement moves.
 import { Miniflare } from "miniflare";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { emulateLifecycle } from "./lifecycle/emulate.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const SCRIPT = join(here, "build", "index.js");
@@ -51,22 +78,39 @@ export const OBJECT_CLASS = "ShardObject";
  *   each data point is logged as one line `{"metric": point}` (see `onLog`)
  * @param {number} [o.fronts=1] isolates (workers) serving each shard's URL, each on its own
  *   port (`frontEndpoints[i]`; `endpoints[i]` is the first): a benchmark's balancer picks one
- * @returns {Promise<{endpoints: string[], frontEndpoints: string[][], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare}>}
+ * @param {"workerd"|"cloudflare"} [o.lifecycle="workerd"] the objects' lifecycle (object
+ *   residency): "workerd", local workerd's (an object stays in memory until the shards stop);
+ *   "cloudflare", Cloudflare's emulated (see the top): an object idle and hibernateable for 10 s
+ *   is hibernated, one idle but not hibernateable is evicted after 70–140 s without a request or
+ *   event, and `newVersion()` restarts every object, each time discarding the object's instance
+ *   and its isolate's memory (the slice)
+ * @param {number} [o.timeScale=1] with lifecycle "cloudflare", multiplies every time above
+ *   (0.05: hibernation after 0.5 s)
+ * @param {(event: import("./lifecycle/emulate.mjs").LifecycleEvent) => void} [o.onLifecycle] with
+ *   lifecycle "cloudflare", told each hibernation, eviction and restart as it happens
+ * @returns {Promise<{endpoints: string[], frontEndpoints: string[][], bucket: () => Promise<any>, dispose: () => Promise<void>, mf: Miniflare, newVersion: () => Promise<import("./lifecycle/emulate.mjs").LifecycleEvent[]>, lifecycleEvents: import("./lifecycle/emulate.mjs").LifecycleEvent[]}>}
+ *   `newVersion()` (lifecycle "cloudflare"): rolls out a new version, resolving with a
+ *   `restarted` event per object that was live; `lifecycleEvents`: every hibernation, eviction
+ *   and restart so far (and `error` if the harness failed to read or act)
  */
-export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, replicaIsolates = "own", fronts = 1, onLog, metrics = false } = {}) {
+export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, replicaIsolates = "own", fronts = 1, onLog, metrics = false, lifecycle = "workerd", timeScale = 1, onLifecycle } = {}) {
   if (!["isolate", "object"].includes(residency)) throw new Error(`residency ${residency}: expected isolate or object`);
   if (!["own", "shared"].includes(replicaIsolates)) throw new Error(`replicaIsolates ${replicaIsolates}: expected own or shared`);
+  if (!["workerd", "cloudflare"].includes(lifecycle)) throw new Error(`lifecycle ${lifecycle}: expected workerd or cloudflare`);
   const object = residency === "object";
+  const emulated = lifecycle === "cloudflare";
+  if (emulated && !object) throw new Error(`lifecycle cloudflare emulates Durable Objects: it needs residency object`);
+  if (!(timeScale > 0)) throw new Error(`timeScale ${timeScale}: expected a number > 0`);
   const wrapped = r2Faults || r2Shape;
   if (!existsSync(script)) {
     throw new Error(`${script} is missing: run scripts/build-worker.sh${testBuild ? " --test" : ""} first`);
   }
-  // `extra` adds to the wrapped bindings (a front's replica router) rather than replacing them.
-  const shard = (i, name, { wrappedBindings = {}, ...extra } = {}) => ({
+  // `extra` adds to the wrapped bindings (a front's replica router) rather than replacing them;
+  // `code` replaces the build's entry (an object worker under the lifecycle emulation).
+  const scriptCode = { modules: true, scriptPath: script, modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }] };
+  const shard = (i, name, { wrappedBindings = {}, code = scriptCode, ...extra } = {}) => ({
     name,
-    modules: true,
-    scriptPath: script,
-    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+    ...code,
     compatibilityDate: "2026-04-01",
     bindings: {
       SHARD_INDEX: String(i),
@@ -94,6 +138,10 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     if (!apart) return { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, 0)) };
     return { wrappedBindings: { [OBJECT_BINDING]: { scriptName: routerName(i) } } };
   };
+  // Under the lifecycle emulation each object worker runs the shard's class under its wrapper,
+  // with a loopback socket for the harness's control (worker/lifecycle/).
+  const objectWorkers = [];
+  const lifecycleWorker = emulated ? { code: lifecycleCode(script), unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {};
   const workers = [];
   for (let i = 0; i < shards; i++) {
     for (let f = 0; f < fronts; f++) {
@@ -101,7 +149,8 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     }
     if (!object) continue;
     for (let r = 0; r < (apart ? replicas : 1); r++) {
-      workers.push(shard(i, objectWorker(i, r), { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, r)) }));
+      objectWorkers.push(objectWorker(i, r));
+      workers.push(shard(i, objectWorker(i, r), { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, r)), ...lifecycleWorker }));
     }
     if (apart) workers.push(replicaRouter(i, replicas, (r) => objectWorker(i, r)));
   }
@@ -122,14 +171,42 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     frontEndpoints.push(await Promise.all(Array.from({ length: fronts }, (_, f) => url(frontName(i, f)))));
   }
   const endpoints = frontEndpoints.map((f) => f[0]);
+  const life = emulated ? emulateLifecycle(Object.fromEntries(await Promise.all(objectWorkers.map(async (w) => [w, await url(w)]))), { timeScale, onEvent: onLifecycle }) : null;
   return {
     mf,
     endpoints,
     frontEndpoints,
     bucket: () => (wrapped ? mf.getR2Bucket("INNER", WRAPPED_R2) : mf.getR2Bucket(BINDING, "s0")),
-    dispose: () => mf.dispose(),
+    newVersion: async () => {
+      if (!life) throw new Error(`newVersion() needs lifecycle "cloudflare"`);
+      return life.newVersion();
+    },
+    lifecycleEvents: life?.events ?? [],
+    dispose: async () => {
+      await life?.stop();
+      await mf.dispose();
+    },
   };
 }
+
+/** The lifecycle emulation's modules (worker/lifecycle/): its entry for the shard, `shard.mjs`,
+ * with the build `script` and its wasm given to workerd beside it as `index.js` and
+ * `index_bg.wasm`, the names the entry and the bundle import. */
+function lifecycleCode(script) {
+  const at = (file) => join(LIFECYCLE, file);
+  return {
+    modulesRoot: LIFECYCLE,
+    modules: [
+      { type: "ESModule", path: at("shard.mjs") },
+      { type: "ESModule", path: at("object.mjs") },
+      { type: "ESModule", path: at("pending.mjs") },
+      { type: "ESModule", path: at("index.js"), contents: readFileSync(script, "utf8") },
+      { type: "CompiledWasm", path: at("index_bg.wasm"), contents: readFileSync(join(dirname(script), "index_bg.wasm")) },
+    ],
+  };
+}
+
+const LIFECYCLE = join(here, "lifecycle");
 
 const WRAPPED_R2 = "wrapped-r2";
 const METRICS_STAND_IN = "metrics-stand-in";
