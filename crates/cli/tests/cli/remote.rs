@@ -51,6 +51,15 @@ fn one_shard(dir: &Path) -> Manifest {
 }
 
 /// Serves shard 0 of `manifest` on a free port until the test ends; returns its base URL.
+/// A one-shard model in a temporary directory, served in `mode`: the directory and the URL.
+fn one_shard_served(mode: Mode) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let m = one_shard(dir.path());
+    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
+    let url = serve(m, weights, mode);
+    (dir, url)
+}
+
 fn serve(manifest: Manifest, weights: Vec<u8>, mode: Mode) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -238,10 +247,7 @@ fn verify_passes_against_a_correct_shard() {
 
 #[test]
 fn a_shard_without_a_token_fails_at_once_with_its_reason() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = one_shard(dir.path());
-    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
-    let url = serve(m, weights, Mode::NoToken);
+    let (dir, url) = one_shard_served(Mode::NoToken);
     let start = Instant::now();
     let out = fails(
         logits(dir.path(), &url, &[]),
@@ -262,10 +268,7 @@ fn a_shard_without_a_token_fails_at_once_with_its_reason() {
 
 #[test]
 fn an_answer_that_does_not_say_its_shard_count_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = one_shard(dir.path());
-    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
-    let url = serve(m, weights, Mode::NoShardCount);
+    let (dir, url) = one_shard_served(Mode::NoShardCount);
     fails(
         logits(dir.path(), &url, &[]),
         1,
@@ -345,10 +348,7 @@ fn a_busy_shard_is_retried_after_retry_after() {
 
 #[test]
 fn empty_sections_are_an_error_not_a_panic() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = one_shard(dir.path());
-    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
-    let url = serve(m, weights, Mode::EmptySections);
+    let (dir, url) = one_shard_served(Mode::EmptySections);
     let sample = |temperature: &str| {
         let args = [
             "sample",
@@ -373,10 +373,7 @@ fn empty_sections_are_an_error_not_a_panic() {
 
 #[test]
 fn a_wrong_row_start_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = one_shard(dir.path());
-    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
-    let url = serve(m, weights, Mode::WrongRowStart);
+    let (dir, url) = one_shard_served(Mode::WrongRowStart);
     fails(
         logits(dir.path(), &url, &[]),
         1,
@@ -386,10 +383,7 @@ fn a_wrong_row_start_is_refused() {
 
 #[test]
 fn a_stale_version_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = one_shard(dir.path());
-    let weights = fs::read(slice_path(&dir.path().join("s"), 0)).unwrap();
-    let url = serve(m, weights, Mode::StaleVersion);
+    let (dir, url) = one_shard_served(Mode::StaleVersion);
     fails(
         logits(dir.path(), &url, &[]),
         1,
