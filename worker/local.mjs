@@ -78,6 +78,9 @@ export const OBJECT_CLASS = "ShardObject";
  *   each data point is logged as one line `{"metric": point}` (see `onLog`)
  * @param {number} [o.fronts=1] isolates (workers) serving each shard's URL, each on its own
  *   port (`frontEndpoints[i]`; `endpoints[i]` is the first): a benchmark's balancer picks one
+ * @param {{script?: string, vars?: Record<string,string>}} [o.objects] with object residency, the
+ *   objects' build and extra variables where they differ from the fronts': a rollout's two
+ *   builds side by side (the test build plays another forward version with `TEST_FORWARD_VERSION`)
  * @param {"workerd"|"cloudflare"} [o.lifecycle="workerd"] the objects' lifecycle (object
  *   residency): "workerd", local workerd's (an object stays in memory until the shards stop);
  *   "cloudflare", Cloudflare's emulated (see the top): an object idle and hibernateable for 10 s
@@ -93,7 +96,7 @@ export const OBJECT_CLASS = "ShardObject";
  *   `restarted` event per object that was live; `lifecycleEvents`: every hibernation, eviction
  *   and restart so far (and `error` if the harness failed to read or act)
  */
-export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, replicaIsolates = "own", fronts = 1, onLog, metrics = false, lifecycle = "workerd", timeScale = 1, onLifecycle } = {}) {
+export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, replicaIsolates = "own", fronts = 1, onLog, metrics = false, objects = {}, lifecycle = "workerd", timeScale = 1, onLifecycle } = {}) {
   if (!["isolate", "object"].includes(residency)) throw new Error(`residency ${residency}: expected isolate or object`);
   if (!["own", "shared"].includes(replicaIsolates)) throw new Error(`replicaIsolates ${replicaIsolates}: expected own or shared`);
   if (!["workerd", "cloudflare"].includes(lifecycle)) throw new Error(`lifecycle ${lifecycle}: expected workerd or cloudflare`);
@@ -107,8 +110,9 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
   }
   // `extra` adds to the wrapped bindings (a front's replica router) rather than replacing them;
   // `code` replaces the build's entry (an object worker under the lifecycle emulation).
-  const scriptCode = { modules: true, scriptPath: script, modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }] };
-  const shard = (i, name, { wrappedBindings = {}, code = scriptCode, ...extra } = {}) => ({
+  const codeOf = (path) => ({ modules: true, scriptPath: path, modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }] });
+  const objectScript = objects.script ?? script;
+  const shard = (i, name, { wrappedBindings = {}, code = codeOf(script), objectVars = {}, ...extra } = {}) => ({
     name,
     ...code,
     compatibilityDate: "2026-04-01",
@@ -118,6 +122,7 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
       MODEL_PREFIX: prefix,
       ...(object ? { RESIDENCY: "object", REPLICAS: String(replicas) } : {}),
       ...vars,
+      ...objectVars,
       ...(authToken ? { AUTH_TOKEN: authToken } : {}),
       ...(anonymous ? { ALLOW_ANONYMOUS: "1" } : {}),
     },
@@ -141,7 +146,7 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
   // Under the lifecycle emulation each object worker runs the shard's class under its wrapper,
   // with a loopback socket for the harness's control (worker/lifecycle/).
   const objectWorkers = [];
-  const lifecycleWorker = emulated ? { code: lifecycleCode(script), unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {};
+  const lifecycleWorker = emulated ? { code: lifecycleCode(objectScript), unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : { code: codeOf(objectScript) };
   const workers = [];
   for (let i = 0; i < shards; i++) {
     for (let f = 0; f < fronts; f++) {
@@ -150,7 +155,7 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     if (!object) continue;
     for (let r = 0; r < (apart ? replicas : 1); r++) {
       objectWorkers.push(objectWorker(i, r));
-      workers.push(shard(i, objectWorker(i, r), { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, r)), ...lifecycleWorker }));
+      workers.push(shard(i, objectWorker(i, r), { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, r)), objectVars: objects.vars, ...lifecycleWorker }));
     }
     if (apart) workers.push(replicaRouter(i, replicas, (r) => objectWorker(i, r)));
   }

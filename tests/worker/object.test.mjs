@@ -7,7 +7,7 @@
 // storage holds it: set by the first request, set again when it fires while wanted, not after.
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
-import { startShards } from "../../worker/local.mjs";
+import { startShards, SCRIPT, TEST_SCRIPT } from "../../worker/local.mjs";
 import { makeModel, seed, hiddenBytes, localLogits, post, health, json, TOKEN } from "./helpers.mjs";
 
 const VARS = { MANIFEST_TTL_MS: "0", LOAD_RETRY_MS: "0" };
@@ -303,4 +303,27 @@ test("probes do not keep an object warm: /healthz sets no keep-warm alarm, work 
     assert.equal((await post(e, hiddenBytes(512, 5, 1))).status, 200);
     assert.notEqual(await alarm(), null, "work does");
   });
+});
+
+test("a rollout's two builds side by side: one forward version interoperates, another is a retryable 503 build_mismatch, both ways", async () => {
+  const h = hiddenBytes(512, 9);
+  const want = part(localLogits(model, h), 0);
+  // The production build's front and the test build's object (two builds, one forward version).
+  await withShards({ residency: "object", objects: { script: TEST_SCRIPT } }, async (local) => {
+    const r = await post(local.endpoints[0], h);
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.body, want);
+  });
+  const played = { TEST_FORWARD_VERSION: "2" };
+  for (const [who, opts] of [
+    ["an object of the next forward version", { objects: { script: TEST_SCRIPT, vars: played } }],
+    ["a front of the next forward version", { testBuild: true, vars: { ...VARS, ...played }, objects: { script: SCRIPT } }],
+  ]) {
+    await withShards({ residency: "object", ...opts }, async (local) => {
+      const r = await post(local.endpoints[0], h);
+      assert.equal(r.status, 503, `${who}: ${new TextDecoder().decode(r.body)}`);
+      assert.equal(json(r).error, "build_mismatch", who);
+      assert.equal(r.headers.get("retry-after"), "2", who);
+    });
+  }
 });

@@ -32,8 +32,13 @@ thread_local! {
     static PASS_SUMMARY: PassSummary = PassSummary::default();
 }
 
-/// This build of the shard Worker, as `/healthz` and the forward name it.
-pub const BUILD: &str = env!("CARGO_PKG_VERSION");
+/// This build of the shard Worker, as `/healthz` and the forward name it (the test build with its
+/// fault routes says so).
+pub const BUILD: &str = if cfg!(feature = "fault-injection") {
+    concat!(env!("CARGO_PKG_VERSION"), "+test")
+} else {
+    env!("CARGO_PKG_VERSION")
+};
 
 /// Drops this isolate's slice (the test shard's `/__fault/forget`).
 #[cfg(feature = "fault-injection")]

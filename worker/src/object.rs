@@ -73,7 +73,7 @@ pub async fn forward(
     } else {
         req.clone_mut()?
     };
-    mark_forward(req.headers_mut()?)?;
+    mark_forward(req.headers_mut()?, env)?;
     let stub = namespace.get_by_name(&name)?;
     let unavailable = |why: String| -> ApiError {
         ShardError::new(
@@ -93,7 +93,7 @@ pub async fn forward(
         ))),
     };
     let answer = answered?;
-    match mismatch(answer.headers()) {
+    match mismatch(answer.headers(), env) {
         Some(e) => Err(e.into()),
         None => Ok(answer),
     }
@@ -123,19 +123,33 @@ pub async fn forward_warm(
     }
 }
 
+/// This build's forward version: `FORWARD_VERSION`, or in the test build the variable
+/// `TEST_FORWARD_VERSION`, so that a test plays a rollout's two builds side by side.
+#[cfg(feature = "fault-injection")]
+fn forward_version(env: &Env) -> u32 {
+    let played = config::var(env, "TEST_FORWARD_VERSION").and_then(|v| v.parse().ok());
+    played.unwrap_or(FORWARD_VERSION)
+}
+
+/// This build's forward version.
+#[cfg(not(feature = "fault-injection"))]
+fn forward_version(_env: &Env) -> u32 {
+    FORWARD_VERSION
+}
+
 /// Marks a forward (or the object's answer to one) with this build's forward version.
-fn mark_forward(headers: &mut Headers) -> worker::Result<()> {
-    headers.set(header::FORWARD, &FORWARD_VERSION.to_string())?;
+fn mark_forward(headers: &mut Headers, env: &Env) -> worker::Result<()> {
+    headers.set(header::FORWARD, &forward_version(env).to_string())?;
     headers.set(header::BUILD, BUILD)?;
     Ok(())
 }
 
 /// The `503 build_mismatch` when the peer that sent `headers` speaks another forward version.
-fn mismatch(headers: &Headers) -> Option<ShardError> {
+fn mismatch(headers: &Headers, env: &Env) -> Option<ShardError> {
     let said = |name| headers.get(name).ok().flatten();
     forward_mismatch(
         said(header::FORWARD).as_deref(),
-        BUILD,
+        (BUILD, forward_version(env)),
         said(header::BUILD).as_deref(),
     )
 }
@@ -148,12 +162,12 @@ pub async fn object_fetch(
     state: DurableObjectState,
 ) -> Result<web_sys::Response, JsValue> {
     let (state, req) = (State::from(state), Request::from(req));
-    let answer = match mismatch(req.headers()) {
+    let answer = match mismatch(req.headers(), &env) {
         Some(e) => Err(e.into()),
         None => in_object(req, &env, &state).await,
     };
     let mut answer = answer.unwrap_or_else(|e| e.answer(&env));
-    mark_forward(answer.headers_mut())?;
+    mark_forward(answer.headers_mut(), &env)?;
     Ok(answer.into())
 }
 

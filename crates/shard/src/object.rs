@@ -105,14 +105,15 @@ pub fn warming_report(cfg: &Settings) -> WarmReport {
 pub const FORWARD_VERSION: u32 = 1;
 
 /// `None` when a peer that sent forward version `theirs` (absent: a build from before the
-/// forward was versioned) can be served, else the retryable `503 build_mismatch` naming both
-/// builds (`ours`, `their_build`).
+/// forward was versioned) can be served by this side (`ours`: its build and forward version,
+/// [`FORWARD_VERSION`] but in a test build that plays another), else the retryable `503
+/// build_mismatch` naming both builds.
 pub fn forward_mismatch(
     theirs: Option<&str>,
-    ours: &str,
+    (ours, version): (&str, u32),
     their_build: Option<&str>,
 ) -> Option<ShardError> {
-    if theirs.and_then(|v| v.trim().parse().ok()) == Some(FORWARD_VERSION) {
+    if theirs.and_then(|v| v.trim().parse().ok()) == Some(version) {
         return None;
     }
     let said = theirs.map_or("no forward version".into(), |v| {
@@ -126,8 +127,8 @@ pub fn forward_mismatch(
              way); retry",
         )
         .with_internal(format_args!(
-            "this side: build {ours}, forward version {FORWARD_VERSION}; the other: build \
-             {build}, {said}"
+            "this side: build {ours}, forward version {version}; the other: build {build}, \
+             {said}"
         )),
     )
 }

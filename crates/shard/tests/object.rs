@@ -127,8 +127,11 @@ fn an_alarm_for_an_object_without_a_request_here_lets_it_go() {
 #[test]
 fn a_forward_of_another_version_is_a_retryable_error_naming_both_builds() {
     let ours = FORWARD_VERSION.to_string();
-    assert!(forward_mismatch(Some(&ours), "1.0.0", Some("1.0.0")).is_none());
-    assert!(forward_mismatch(Some(&format!(" {ours} ")), "1.0.0", None).is_none());
+    let this = ("1.0.0", FORWARD_VERSION);
+    assert!(forward_mismatch(Some(&ours), this, Some("1.0.0")).is_none());
+    assert!(forward_mismatch(Some(&format!(" {ours} ")), this, None).is_none());
+    let playing_next = ("1.0.0+test", FORWARD_VERSION + 1);
+    assert!(forward_mismatch(Some(&ours), playing_next, None).is_some());
     let next = (FORWARD_VERSION + 1).to_string();
     for (theirs, build, said) in [
         (
@@ -147,7 +150,7 @@ fn a_forward_of_another_version_is_a_retryable_error_naming_both_builds() {
             "build 0.9, forward version x".into(),
         ),
     ] {
-        let e = forward_mismatch(theirs, "1.0.0", build).expect("refused");
+        let e = forward_mismatch(theirs, this, build).expect("refused");
         assert_eq!(e.code, ErrorCode::BuildMismatch);
         assert!(e.code.retry_after().is_some(), "retryable");
         let internal = e.to_string();
