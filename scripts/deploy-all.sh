@@ -47,7 +47,7 @@ usage() {
   echo "         [--residency isolate|object] [--replicas R] [--keep-warm-s S] [--metrics DATASET]" >&2
   echo "         [wrangler deploy arguments…]" >&2
   echo "       scripts/deploy-all.sh --rotate-token | --finish-rotation | --delete [--shards N] [--name NAME]" >&2
-  echo "       (N: 1…4096, default 8; R: 1…64; S: 0…86400 seconds)" >&2
+  echo "       (N: 1…500, default 8; R: 1…64; S: 0…86400 seconds)" >&2
   exit 2
 }
 shards=8 name= bucket= metrics= settings=() deploy_args=() mode=deploy
@@ -82,8 +82,10 @@ while [ $# -gt 0 ]; do
     *) deploy_args+=("$1"); shift ;;
   esac
 done
-[[ $shards =~ ^[1-9][0-9]{0,3}$ ]] && [ "$shards" -le 4096 ] ||
-  usage "--shards $shards: expected a whole number from 1 to 4096"
+# An account holds at most 500 Workers and 500 Durable Object classes (docs/PLATFORM.md, "Account
+# limits"): one shard is one Worker (and, with object residency, one class).
+[[ $shards =~ ^[1-9][0-9]{0,2}$ ]] && [ "$shards" -le 500 ] ||
+  usage "--shards $shards: expected a whole number from 1 to 500 (an account's Workers)"
 [ -z "$name" ] || [[ $name =~ ^[a-z0-9][a-z0-9-]{0,50}$ ]] ||
   usage "--name $name: expected lower-case letters, digits and dashes (a Worker's name)"
 [ -z "$bucket" ] || [[ $bucket =~ ^[a-z0-9][a-z0-9-]{1,62}$ ]] ||

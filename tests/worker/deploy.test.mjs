@@ -233,9 +233,9 @@ test("deploy-all refuses a bad setting before deploying anything", () => {
   }
 });
 
-test("deploy-all refuses a shard count that is not 1…4096 before deploying anything", () => {
+test("deploy-all refuses a shard count that is not 1…500 (an account's Workers) before deploying anything", () => {
   const dir = tempDir("deploy");
-  for (const args of [["--shards", "0"], ["--shards", "x"], ["--shards", "4097"], ["--shards=-1"], ["--shards"]]) {
+  for (const args of [["--shards", "0"], ["--shards", "x"], ["--shards", "501"], ["--shards=-1"], ["--shards"]]) {
     const run = deployAll(dir, { args });
     assert.equal(run.status, 2, `${args.join(" ")}: ${run.err}`);
     assert.match(run.err, /usage: scripts\/deploy-all\.sh \[--shards N\]/);
