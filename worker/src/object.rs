@@ -1,8 +1,12 @@
-//! Object residency in the Worker (`cobordism_shard::object` decides which object and when to
-//! keep it warm): the front's forward to the shard's Durable Object, and the object's own entry
-//! points, `objectFetch` and `objectAlarm`, which `worker/entry.mjs`'s `ShardObject` class
-//! calls. Inside the object a request is served as the plain Worker serves it, on the
-//! object's isolate's slice, with the object's `waitUntil`.
+//! Object residency in the Worker (`cobordism_shard::object` decides which object, when to keep
+//! it warm and which forward versions meet): the front's forward to the shard's Durable Object,
+//! and the object's own entry points, `objectFetch` and `objectAlarm`, which
+//! `worker/entry.mjs`'s `ShardObject` class calls. Both sides mark the forward with their
+//! version and build and refuse another version (`503 build_mismatch`). Inside the object a
+//! request is served as the plain Worker serves it, on the object's isolate's slice, but for the
+//! warm-up, whose request holds the load until the slice is resident (the front answers its
+//! caller `202` meanwhile and holds the forward with its own `waitUntil`); keep-warm holds an
+//! alarm and a timer as long.
 
 use cobordism_protocol::wire::header;
 use cobordism_protocol::ErrorCode;
