@@ -43,3 +43,10 @@ export async function shardState(model, i) {
   writeFileSync(marker, "");
   return dir;
 }
+
+/** The front at `url` drops its slice, as a new isolate has none (the test shard's
+ * `POST /__fault/forget`). */
+export async function forget(url) {
+  const r = await fetch(`${url}/__fault/forget`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
+  await r.arrayBuffer();
+}

@@ -57,6 +57,8 @@
 import { parseArgs } from "node:util";
 import { writeFileSync } from "node:fs";
 import { startShards } from "../../worker/local.mjs";
+import { forget } from "../model.mjs";
+import { generator } from "../random.mjs";
 import { hiddenBytes, makeModel, post, seed, TOKEN, warm } from "../../tests/worker/helpers.mjs";
 
 const { values } = parseArgs({
@@ -94,17 +96,6 @@ const model = makeModel({ type: "q6_k", hidden: 2048, vocab: 32768, shards: SHAR
 const sliceBytes = model.manifest.shards[0].bytes;
 const hidden = Array.from({ length: 8 }, (_, i) => hiddenBytes(model.manifest.hidden, 900 + i));
 
-/** xorshift64*: numbers in [0, 1). */
-function generator(seed) {
-  let x = BigInt(seed) * 0x9e3779b97f4a7c15n + 1n;
-  return () => {
-    x ^= x >> 12n;
-    x ^= (x << 25n) & 0xffffffffffffffffn;
-    x ^= x >> 27n;
-    return Number(((x * 0x2545f4914f6cdd1dn) & 0xffffffffffffffffn) >> 11n) / 2 ** 53;
-  };
-}
-
 /** The gaps (s) of mean `m`: the same uniforms for every mean and mode. */
 function gaps(m) {
   const u = generator(num("seed"));
@@ -131,12 +122,6 @@ const MODES = {
     gap: (_, g) => sleep(g * num("keep-warm-scale") * 1000),
   },
 };
-
-/** The front drops its slice, as a new isolate has none (the test shard's fault route). */
-async function forget(url) {
-  const r = await fetch(`${url}/__fault/forget`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
-  await r.arrayBuffer();
-}
 
 /** One token: every shard's sampling answer; its latency and X-Cache answers. */
 async function token(local, t) {

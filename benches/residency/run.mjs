@@ -38,8 +38,9 @@
 import { parseArgs } from "node:util";
 import { writeFileSync } from "node:fs";
 import { startShards } from "../../worker/local.mjs";
+import { generator } from "../random.mjs";
 import { hiddenBytes, post, TOKEN } from "../../tests/worker/helpers.mjs";
-import { benchModel, shardState } from "../model.mjs";
+import { benchModel, forget, shardState } from "../model.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -67,17 +68,6 @@ const model = benchModel({ log });
 const { manifest } = model;
 const sliceBytes = manifest.shards[0].bytes;
 const hidden = Array.from({ length: 8 }, (_, i) => hiddenBytes(manifest.hidden, 700 + i));
-
-/** xorshift64*: one generator per stream, the same in every mode. */
-function generator(seed) {
-  let x = BigInt(seed) * 0x9e3779b97f4a7c15n + 1n;
-  return () => {
-    x ^= x >> 12n;
-    x ^= (x << 25n) & 0xffffffffffffffffn;
-    x ^= x >> 27n;
-    return Number(((x * 0x2545f4914f6cdd1dn) & 0xffffffffffffffffn) >> 11n) / 2 ** 53;
-  };
-}
 
 const percentile = (xs, q) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -122,8 +112,7 @@ class Balancer {
     this.retiring.delete(url);
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
-        const r = await fetch(`${url}/__fault/forget`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` } });
-        await r.arrayBuffer();
+        await forget(url);
         break;
       } catch {} // a kept-alive connection the runtime closed: again
     }
