@@ -22,7 +22,7 @@ use crate::{ExitError, EXIT_UNHEALTHY};
 Exits 0 when every shard is healthy, 5 naming the shards that are unreachable, refuse the token,
 failed, have nothing loaded and a manifest they cannot load (missing, invalid, made for another
 shard count: read without loading the slice), sit at another index, count another number of
-shards, or serve another version.
+shards, serve another version, or run another build than most.
 
 Examples:
   cobordism status --endpoints-from .cobordism/endpoints
@@ -99,14 +99,15 @@ pub fn run(a: &Args) -> Result<()> {
     let urls = a.shards.endpoints()?;
     let count = urls.len();
     let probes = probe_all(&urls, &a.shards.options(Precision::Exact))?;
-    let version = a.manifest_version.clone().or_else(|| {
-        let probes: Vec<&Probe> = probes.iter().map(|(.., p)| p).collect();
-        most_served(&probes)
-    });
+    let reports: Vec<&Probe> = probes.iter().map(|(.., p)| p).collect();
+    let expected = Expected {
+        version: a.manifest_version.clone().or_else(|| most_served(&reports)),
+        build: most_built(&reports),
+    };
     let rows: Vec<Row> = probes
         .into_iter()
         .map(|(index, replica, url, probe)| {
-            let problem = judge(index, &probe, count, &version);
+            let problem = judge(index, &probe, count, &expected);
             let health = match probe {
                 Probe::Report(r) => Some(*r),
                 _ => None,
@@ -129,7 +130,7 @@ pub fn run(a: &Args) -> Result<()> {
     let fleet = Fleet {
         healthy: unhealthy.is_empty(),
         shards: count,
-        version,
+        version: expected.version,
         rows,
     };
     if a.json {
@@ -158,26 +159,45 @@ pub fn run(a: &Args) -> Result<()> {
     .into())
 }
 
-/// The manifest version most resident shards serve; on a tie, the one the lowest shard of the
-/// tied versions serves (so that the shards on the others are named).
-fn most_served(probes: &[&Probe]) -> Option<String> {
-    let mut counts: Vec<(String, usize)> = Vec::new();
+/// The value of `key` most reports have; on a tie, the one of the lowest shard among the tied
+/// values (so that the shards with the others are named).
+fn most_common(probes: &[&Probe], key: impl Fn(&HealthReport) -> Option<&str>) -> Option<String> {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
     for p in probes {
         let Probe::Report(r) = *p else { continue };
-        let Some(v) = r.slice.as_ref().map(|s| &s.manifest_version) else {
-            continue;
-        };
-        match counts.iter_mut().find(|(seen, _)| seen == v) {
+        let Some(v) = key(r) else { continue };
+        match counts.iter_mut().find(|(seen, _)| *seen == v) {
             Some((_, n)) => *n += 1,
-            None => counts.push((v.clone(), 1)),
+            None => counts.push((v, 1)),
         }
     }
     let most = counts.iter().map(|(_, n)| *n).max()?;
-    counts.into_iter().find(|(_, n)| *n == most).map(|(v, _)| v)
+    counts
+        .into_iter()
+        .find(|(_, n)| *n == most)
+        .map(|(v, _)| v.to_owned())
+}
+
+/// The manifest version most resident shards serve.
+fn most_served(probes: &[&Probe]) -> Option<String> {
+    most_common(probes, |r| {
+        r.slice.as_ref().map(|s| s.manifest_version.as_str())
+    })
+}
+
+/// The build of the shard Worker most shards run.
+fn most_built(probes: &[&Probe]) -> Option<String> {
+    most_common(probes, |r| Some(&r.build_version))
+}
+
+/// What every shard should agree on: the manifest version it serves and the build it runs.
+struct Expected {
+    version: Option<String>,
+    build: Option<String>,
 }
 
 /// What is wrong with shard `index` (one of `count`), if anything.
-fn judge(index: usize, probe: &Probe, count: usize, version: &Option<String>) -> Option<String> {
+fn judge(index: usize, probe: &Probe, count: usize, expected: &Expected) -> Option<String> {
     match probe {
         Probe::Unreachable(e) => Some(format!("unreachable: {e}")),
         Probe::Refused(status, body) => Some(format!("HTTP {status}: {}", body.trim())),
@@ -203,10 +223,14 @@ fn judge(index: usize, probe: &Probe, count: usize, version: &Option<String>) ->
                 look.unwrap_or_default()
             ))
         }
-        Probe::Report(r) => match (&r.slice, version) {
-            (Some(s), Some(v)) if &s.manifest_version != v => Some(format!(
+        Probe::Report(r) => match (&r.slice, &expected.version, &expected.build) {
+            (Some(s), Some(v), _) if &s.manifest_version != v => Some(format!(
                 "serves manifest version {}, the others {v}",
                 s.manifest_version
+            )),
+            (_, _, Some(b)) if r.build_version != b.as_str() => Some(format!(
+                "runs build {}, the others {b} (a rollout not finished?)",
+                r.build_version
             )),
             _ => None,
         },
@@ -258,7 +282,7 @@ mod tests {
 
     use cobordism_protocol::health::{HealthReport, ManifestLook, PassReport, SliceReport, State};
 
-    use super::{judge, most_served, Probe};
+    use super::{judge, most_built, most_served, Expected, Probe};
 
     /// Shard `index`'s report: one of `count`, in `state`, serving `version` when resident.
     fn report(index: usize, count: usize, state: State, version: Option<&str>) -> Probe {
@@ -331,7 +355,11 @@ mod tests {
     }
 
     fn problem(index: usize, probe: &Probe, version: Option<&str>) -> String {
-        judge(index, probe, 3, &version.map(String::from)).unwrap_or_else(|| "ok".into())
+        let expected = Expected {
+            version: version.map(String::from),
+            build: Some("0.1.0".into()),
+        };
+        judge(index, probe, 3, &expected).unwrap_or_else(|| "ok".into())
     }
 
     #[test]
@@ -404,6 +432,21 @@ mod tests {
         ];
         assert_eq!(most_served(&refs(&probes)).as_deref(), Some("v7"));
         assert_eq!(most_served(&refs(&probes[..2])), None);
+    }
+
+    #[test]
+    fn a_shard_on_another_build_is_named() {
+        let Probe::Report(mut r) = ready(1, "v1") else {
+            unreachable!()
+        };
+        r.build_version = "0.2.0".into();
+        let newer = Probe::Report(r);
+        assert_eq!(
+            problem(1, &newer, Some("v1")),
+            "runs build 0.2.0, the others 0.1.0 (a rollout not finished?)"
+        );
+        let probes = [ready(0, "v1"), newer, ready(2, "v1")];
+        assert_eq!(most_built(&refs(&probes)).as_deref(), Some("0.1.0"));
     }
 
     #[test]
