@@ -144,7 +144,7 @@ pub fn object_name(cfg: &Settings, session: Option<&str>) -> String {
     } else {
         replica
     };
-    format!("shard-{}/{replica}", cfg.shard_index)
+    replica_name(cfg, replica)
 }
 
 /// The object a `/healthz` with access asks: replica `?replica=R` (`value`), so that a monitor
@@ -172,7 +172,12 @@ pub fn probed_object(
                 )
             })?,
     };
-    Ok(format!("shard-{}/{replica}", cfg.shard_index))
+    Ok(replica_name(cfg, u64::from(replica)))
+}
+
+/// The name of replica `replica` of shard `cfg.shard_index`: `shard-I/R`.
+fn replica_name(cfg: &Settings, replica: u64) -> String {
+    format!("shard-{}/{replica}", cfg.shard_index)
 }
 
 /// FNV-1a, 64 bits: a stable, well-spread hash of a short key.
