@@ -3,7 +3,7 @@
 //!
 //! * `AUTH_TOKEN` secret set: `Authorization: Bearer <token>` is required (the scheme in any
 //!   case), else `401 unauthorized`. While a rotation is under way the `AUTH_TOKEN_PREVIOUS`
-//!   secret is accepted too (`scripts/deploy-all.sh --rotate-token`, SECURITY.md).
+//!   secret is accepted too (`cobordism deploy --rotate-token`, SECURITY.md).
 //! * No token and `ALLOW_ANONYMOUS = "1"`: anyone may call (the operator chose it visibly).
 //! * No token and no `ALLOW_ANONYMOUS`: `503 auth_not_configured` for everyone (no
 //!   `Retry-After`: only the operator can change it).
@@ -11,7 +11,7 @@
 //! Whoever is refused still gets `GET /healthz` with `{"state": …}` and nothing else.
 
 use cobordism_protocol::wire::header;
-use cobordism_protocol::{Access, ErrorCode};
+use cobordism_protocol::{Access, ErrorCode, PREVIOUS_TOKEN_SECRET, TOKEN_SECRET};
 use cobordism_shard::ShardError;
 use worker::{Env, Request};
 
@@ -26,7 +26,7 @@ pub fn authorize(env: &Env, req: &Request) -> Result<(), ApiError> {
             .map(|s| s.to_string())
             .unwrap_or_default()
     };
-    let tokens = [secret("AUTH_TOKEN"), secret("AUTH_TOKEN_PREVIOUS")];
+    let tokens = [secret(TOKEN_SECRET), secret(PREVIOUS_TOKEN_SECRET)];
     let allow_anonymous = var(env, "ALLOW_ANONYMOUS").is_some_and(|v| v.trim() == "1");
     let credential = req.headers().get(header::AUTHORIZATION).ok().flatten();
     let tokens = tokens.each_ref().map(String::as_str);

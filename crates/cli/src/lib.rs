@@ -9,12 +9,14 @@
 //! * [`sample`](mod@sample): draw a token exactly, or score given tokens, across the shards.
 //! * [`warm`]: ask every shard to load its slice before the first token.
 //! * [`tokens`]: the vocabulary's text next to the slices, for printing tokens.
+//! * [`deploy`]: the shard Workers on a Cloudflare account, and the deployment's record.
 //! * [`demo`]: all of the above against eight local shards in workerd.
 //!
 //! Files are written whole or not at all (`atomic`, and `slice`'s own commit of many files).
 
 mod atomic;
 pub mod demo;
+pub mod deploy;
 pub mod gguf;
 pub mod lm_head;
 pub mod logits;
@@ -29,6 +31,7 @@ pub mod synth;
 pub mod tokens;
 pub mod upload;
 pub mod warm;
+mod wrangler;
 
 use std::fmt;
 

@@ -3,7 +3,9 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use cobordism::{demo, logits, plan, sample, slice, status, synth, upload, warm, ExitError};
+use cobordism::{
+    demo, deploy, logits, plan, sample, slice, status, synth, upload, warm, ExitError,
+};
 
 /// Run an LLM's lm-head sharded across Cloudflare Workers: make or take a GGUF model, cut its
 /// lm-head into per-Worker slices, upload them to R2 and query the shards.
@@ -42,6 +44,9 @@ enum Command {
     Slice(slice::Args),
     /// Check the slices, then put them and the manifest into R2 with wrangler.
     Upload(upload::Args),
+    /// Deploy the shard Workers to Cloudflare, change their settings, rotate their token, or
+    /// delete them: the deployment is recorded in .cobordism/deployment.toml.
+    Deploy(deploy::Args),
     /// Ask every shard to load its slice now (before a session's first token).
     Warm(warm::Args),
     /// One table of every shard's state from its /healthz; non-zero exit naming unhealthy shards.
@@ -63,6 +68,7 @@ fn main() -> ExitCode {
         Command::Plan(a) => plan::run(a),
         Command::Slice(a) => slice::run(a),
         Command::Upload(a) => upload::run(a),
+        Command::Deploy(a) => deploy::run(a),
         Command::Warm(a) => warm::run(a),
         Command::Status(a) => status::run(a),
         Command::Logits(a) => logits::run(a),

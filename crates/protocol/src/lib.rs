@@ -48,7 +48,9 @@ pub use manifest::{
     slice_key, Manifest, ManifestError, ShardEntry, FORMAT, FORMAT_VERSION, MAX_HIDDEN,
     MAX_MANIFEST_BYTES, MAX_SHARDS, MAX_VOCAB,
 };
-pub use request::{bearer_matches, parse_top_k, Access, Precision};
+pub use request::{
+    bearer_matches, parse_top_k, Access, Precision, PREVIOUS_TOKEN_SECRET, TOKEN_SECRET,
+};
 pub use retry::{retry_after, retry_wait, worth_retrying, DEFAULT_RETRIES, MAX_RETRY_AFTER};
 pub use tiling::{check_tiling, Tile, TilingError};
 pub use topk::{TopK, TopKError, MAX_TOP_K};

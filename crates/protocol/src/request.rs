@@ -56,6 +56,11 @@ pub enum Access {
     NotConfigured,
 }
 
+/// The secret holding the token every caller needs.
+pub const TOKEN_SECRET: &str = "AUTH_TOKEN";
+/// The secret holding the token a rotation retires, accepted too until it finishes.
+pub const PREVIOUS_TOKEN_SECRET: &str = "AUTH_TOKEN_PREVIOUS";
+
 impl Access {
     /// Closed by default: without a (non-empty) token only `allow_anonymous` opens the shard; with
     /// one, a request must carry one of the `tokens` (`AUTH_TOKEN` and, while a rotation is under

@@ -25,7 +25,7 @@ use kquant::synth::SplitMix64;
 
 pub use remote::Options;
 pub use remote::{assemble, sections, Reply};
-pub use remote::{healthz, Probe, ShardTiming};
+pub use remote::{healthz, warm_shard, Probe, ShardTiming};
 
 use crate::tokens::Vocabulary;
 use crate::{atomic, slices};

@@ -116,11 +116,20 @@ pub fn warm(manifest: &Manifest, endpoints: &[String], opts: &Options) -> Result
         .enumerate()
         .map(|(i, e)| (i, format!("{}{WARM_ROUTE}", e.trim_end_matches('/'))))
         .collect();
-    let results = in_parallel(&jobs, |(index, url)| {
-        let name = format!("shard {index} ({url})");
-        retried(&name, opts, || warm_once(&agent, url, *index, opts)).map(|(state, _)| state)
-    })?;
+    let results = in_parallel(&jobs, |(index, url)| warm_at(&agent, *index, url, opts))?;
     every_shard(results)
+}
+
+/// Asks shard `index` at `endpoint` alone to load its slice: its state.
+pub fn warm_shard(index: usize, endpoint: &str, opts: &Options) -> Result<State> {
+    let url = format!("{}{WARM_ROUTE}", endpoint.trim_end_matches('/'));
+    warm_at(&agent(opts), index, &url, opts).map_err(anyhow::Error::msg)
+}
+
+/// `POST` to shard `index`'s warm route `url`, retried.
+fn warm_at(agent: &Agent, index: usize, url: &str, opts: &Options) -> Result<State, String> {
+    let name = format!("shard {index} ({url})");
+    retried(&name, opts, || warm_once(agent, url, index, opts)).map(|(state, _)| state)
 }
 
 /// What a shard's `GET /healthz` said.

@@ -14,7 +14,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::bucket::{text_tail, Bucket};
+use super::bucket::Bucket;
+use crate::wrangler::text_tail;
 
 /// The Node side, embedded so that the binary needs nothing but `miniflare` in the current
 /// directory's node_modules (it comes with wrangler).

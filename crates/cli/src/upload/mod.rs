@@ -23,7 +23,8 @@ use serde::Deserialize;
 use crate::progress;
 use crate::slice::MANIFEST;
 use crate::slices;
-pub use bucket::{Bucket, Wrangler, WRANGLER_ENV};
+pub use crate::wrangler::WRANGLER_ENV;
+pub use bucket::{Bucket, RemoteBucket};
 use ledger::{Ledger, LEDGER};
 use local::LocalR2;
 
@@ -156,7 +157,7 @@ pub fn run(args: &Args) -> Result<()> {
     let bucket: Box<dyn Bucket> = if args.target.local {
         Box::new(LocalR2::open(&args.bucket, args.persist_to.as_deref())?)
     } else {
-        Box::new(Wrangler::new(&args.bucket)?)
+        Box::new(RemoteBucket::new(&args.bucket)?)
     };
     let options = Options {
         put_all: args.put_all,
