@@ -1,245 +1,202 @@
-// scripts/deploy-all.sh against a stand-in wrangler that records its arguments and standard
-// input: N deploys (8 by default, 12) with the right name, SHARD_INDEX and SHARD_COUNT, one token
-// put on every shard through stdin, never on a command line; the shards' URLs in shard order; a
-// bad --shards refused before anything is deployed. The real wrangler takes the deploy command.
+// `cobordism deploy` against a stand-in Cloudflare (stand-in-cloudflare.mjs: the account's
+// Workers, their variables, bindings, secrets and versions in a JSON file): a dry run's configs
+// (and the real wrangler takes them), a deploy and its record, the token never on a command line,
+// settings kept across redeploys, rotations that cannot strand a caller and restart no object, a
+// teardown that fails loudly, and settings refused before anything runs.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { tempDir } from "./helpers.mjs";
+import { CLI, tempDir } from "./helpers.mjs";
+import { readToml } from "./toml-subset.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const STAND_IN = join(root, "tests", "worker", "stand-in-cloudflare.mjs");
 
-/** Writes the stand-in wrangler into dir: it records each call in calls.jsonl and, with `urls`,
- * reports a workers.dev URL for each deploy in wrangler's output file, as the real one does. */
-function standIn(dir, { urls }) {
-  const log = join(dir, "calls.jsonl");
-  const stub = join(dir, "wrangler");
-  writeFileSync(log, "");
-  writeFileSync(
-    stub,
-    `#!/usr/bin/env node
-const fs = require("node:fs");
-const argv = process.argv.slice(2);
-const stdin = argv[0] === "secret" && argv[1] === "put" ? fs.readFileSync(0, "utf8") : null;
-fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify({ argv, stdin }) + "\\n");
-// No bucket exists while STAND_IN_NO_BUCKET is set.
-if (argv[0] === "r2" && argv[2] === "info" && process.env.STAND_IN_NO_BUCKET) process.exit(1);
-// A Worker that does not exist cannot be deleted (STAND_IN_WORKERS lists those that do).
-if (argv[0] === "delete" && !(process.env.STAND_IN_WORKERS ?? "").split(",").includes(argv[1])) process.exit(1);
-const output = process.env.WRANGLER_OUTPUT_FILE_PATH;
-if (${urls} && argv[0] === "deploy" && output) {
-  const targets = ["https://" + argv[argv.indexOf("--name") + 1] + ".you.workers.dev"];
-  fs.appendFileSync(output, JSON.stringify({ type: "deploy", version: 1, targets }) + "\\n");
-}
-`,
-  );
-  chmodSync(stub, 0o755);
-  return { log, stub };
-}
-
-/** Runs deploy-all.sh with the stand-in; returns its exit status, calls and output. */
-function deployAll(dir, { args = [], env = {}, urls = false, dryRun = true } = {}) {
-  const { log, stub } = standIn(dir, { urls });
-  // A deploy is a dry run; the other modes change only secrets and Workers (of the stand-in).
-  const mode = args.some((a) => ["--rotate-token", "--finish-rotation", "--delete"].includes(a));
-  const run = spawnSync(join(root, "scripts", "deploy-all.sh"), mode || !dryRun ? args : ["--dry-run", ...args], {
-    encoding: "utf8",
-    env: {
-      ...process.env,
-      WRANGLER: stub,
-      COBORDISM_TOKEN_FILE: join(dir, "token"),
-      COBORDISM_ENDPOINTS_FILE: join(dir, "endpoints"),
-      ...env,
-    },
-  });
-  const text = readFileSync(log, "utf8").trim();
-  const calls = text ? text.split("\n").map((l) => JSON.parse(l)) : [];
-  return { status: run.status, out: run.stdout, err: run.stderr, calls };
-}
-
-const flag = (argv, name) => argv[argv.indexOf(name) + 1];
-const vars = (argv) => argv.flatMap((a, i) => (argv[i - 1] === "--var" ? [a] : []));
-
-/** Checks the calls of a deploy of n shards with the given token. */
-function checkShards({ status, err, out, calls }, n, token) {
-  assert.equal(status, 0, err);
-  assert.equal(calls.length, 2 * n);
-  for (let i = 0; i < n; i++) {
-    const [deploy, secret] = calls.slice(2 * i, 2 * i + 2);
-    const name = `cobordism-lm-head-s${i}`;
-    assert.equal(deploy.argv[0], "deploy");
-    assert.equal(flag(deploy.argv, "--name"), name);
-    assert.deepEqual(vars(deploy.argv), [`SHARD_INDEX:${i}`, `SHARD_COUNT:${n}`]);
-    assert.equal(deploy.argv.at(-1), "--dry-run", "extra arguments go to wrangler deploy");
-    assert.ok(!deploy.argv.includes("--env"), "a deploy in an environment has its own vars");
-    assert.deepEqual(secret.argv.slice(0, 3), ["secret", "put", "AUTH_TOKEN"]);
-    assert.equal(flag(secret.argv, "--name"), name);
-    assert.equal(flag(secret.argv, "-c"), flag(deploy.argv, "-c"));
-    assert.equal(secret.stdin, token);
-  }
-  for (const c of calls) assert.ok(!c.argv.join(" ").includes(token), "the token is on a command line");
-  assert.ok(!out.includes(token), "the token is printed");
-  assert.match(out, new RegExp(`deploy-all: ${n} shards deployed`));
-}
-
-test("deploy-all deploys eight shards by default and puts one token on all through stdin", () => {
+/** A deployment's directory: its state directory and its stand-in account. */
+function place() {
   const dir = tempDir("deploy");
-  const first = deployAll(dir, { env: { COBORDISM_TOKEN: "" } });
-  const token = readFileSync(join(dir, "token"), "utf8").trim();
-  assert.match(token, /^[0-9a-f]{64}$/);
-  assert.equal(statSync(join(dir, "token")).mode & 0o777, 0o600);
-  checkShards(first, 8, token);
-  assert.match(first.out, /export COBORDISM_TOKEN=/);
-  // Without URLs from wrangler (a dry run) there is no endpoints file to trust.
-  assert.match(first.out, /no workers\.dev URL for 8 of them/);
-  assert.ok(!existsSync(join(dir, "endpoints")));
+  return { dir, state: join(dir, "state"), account: join(dir, "account.json") };
+}
 
-  // A second deploy reuses the stored token.
-  checkShards(deployAll(dir, { args: ["--shards", "8"], env: { COBORDISM_TOKEN: "" } }), 8, token);
-});
-
-test("deploy-all --shards 12: twelve shards, COBORDISM_TOKEN on each, their URLs in shard order", () => {
-  const dir = tempDir("deploy");
-  const run = deployAll(dir, { args: ["--shards", "12"], env: { COBORDISM_TOKEN: "given-token" }, urls: true });
-  checkShards(run, 12, "given-token");
-  assert.ok(!existsSync(join(dir, "token")), "a given token is not stored");
-  const urls = Array.from({ length: 12 }, (_, i) => `https://cobordism-lm-head-s${i}.you.workers.dev`);
-  const lines = readFileSync(join(dir, "endpoints"), "utf8").split("\n");
-  assert.deepEqual(lines.filter((l) => l && !l.startsWith("#")), urls);
-  assert.equal(readFileSync(join(dir, "shard-urls"), "utf8"), `${urls.join(",")}\n`, "SHARD_URLS' form");
-  assert.ok(run.out.includes(urls.map((u) => `  ${u}\n`).join("")), "the URLs are printed in shard order");
-
-  // The command deploy-all gave the stand-in is one the real wrangler deploys (dry run).
-  const last = run.calls.at(-2).argv;
-  const real = spawnSync(join(root, "node_modules", ".bin", "wrangler"), [...last, "--outdir", join(dir, "out")], {
+/** Runs `cobordism deploy args…` (already built: --no-build) against the stand-in. */
+function deploy(p, args, { env = {} } = {}) {
+  const action = args.some((a) => ["--rotate-token", "--finish-rotation", "--delete", "--dry-run"].includes(a));
+  const run = spawnSync(CLI, ["deploy", ...args, ...(action ? [] : ["--no-build"]), "--state-dir", p.state], {
     cwd: root,
     encoding: "utf8",
-    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+    env: { ...process.env, COBORDISM_WRANGLER: STAND_IN, STAND_IN_ACCOUNT: p.account, COBORDISM_TOKEN: "", ...env },
   });
-  assert.equal(real.status, 0, real.stdout + real.stderr);
-  assert.match(real.stdout, /env\.LM_HEAD \(cobordism-lm-head\)/);
-  assert.match(real.stdout, /env\.SHARD_COUNT/);
-  const config = readFileSync(join(root, flag(last, "-c")), "utf8");
-  assert.ok(!/^\[(build|env\.)/m.test(config), "the deployed config has no [build] or environments");
-});
+  return { status: run.status, out: run.stdout, err: run.stderr };
+}
 
-test("deploy-all --residency object with settings: each given once, one object class and migration per script", () => {
-  const dir = tempDir("deploy");
-  const settings = ["--bucket", "my-models", "--prefix", "models/qwen", "--budget-mib", "110", "--residency", "object", "--replicas", "3", "--keep-warm-s", "600", "--name", "qwen-head", "--metrics", "lm_head"];
-  const run = deployAll(dir, { args: ["--shards", "2", ...settings], env: { COBORDISM_TOKEN: "t0k3n" } });
-  assert.equal(run.status, 0, run.err);
-  const deploys = run.calls.filter((c) => c.argv[0] === "deploy");
-  assert.deepEqual(deploys.map((c) => flag(c.argv, "--name")), ["qwen-head-s0", "qwen-head-s1"]);
-  for (const [i, c] of deploys.entries()) {
-    assert.deepEqual(vars(c.argv), [`SHARD_INDEX:${i}`, "SHARD_COUNT:2", "MODEL_PREFIX:models/qwen", "MEMORY_BUDGET_MIB:110", "RESIDENCY:object", "REPLICAS:3", "KEEP_WARM_S:600"]);
+const account = (p) => (existsSync(p.account) ? JSON.parse(readFileSync(p.account, "utf8")) : { workers: {}, calls: [], deleted: [] });
+const token = (p, name = "token") => readFileSync(join(p.state, name), "utf8").trim();
+const ok = (r) => assert.equal(r.status, 0, `${r.out}\n${r.err}`);
+
+test("--dry-run writes each Worker's config from wrangler.toml and calls nothing; wrangler takes them", () => {
+  const p = place();
+  const out = join(p.dir, "configs");
+  const r = deploy(p, ["--dry-run", "--shards", "3", "--bucket", "bkt", "--prefix", "p/q", "--residency", "object", "--out", out]);
+  ok(r);
+  assert.equal(existsSync(p.account), false, "no call to wrangler");
+  assert.equal(existsSync(p.state), false, "no record, no token");
+  assert.deepEqual(readdirSync(out).sort(), ["0", "1", "2"].flatMap((i) => [`cobordism-lm-head-s${i}-objects.toml`, `cobordism-lm-head-s${i}.toml`]).sort());
+  for (let i = 0; i < 3; i++) {
+    const front = readToml(readFileSync(join(out, `cobordism-lm-head-s${i}.toml`), "utf8"));
+    const objects = readToml(readFileSync(join(out, `cobordism-lm-head-s${i}-objects.toml`), "utf8"));
+    for (const c of [front, objects]) {
+      assert.equal(c.r2_buckets[0].bucket_name, "bkt");
+      assert.deepEqual([c.vars.SHARD_INDEX, c.vars.SHARD_COUNT, c.vars.MODEL_PREFIX, c.vars.RESIDENCY], [`${i}`, "3", "p/q", "object"]);
+      assert.equal(c.build, undefined, "built once, not by every wrangler call");
+    }
+    assert.deepEqual(front.durable_objects.bindings, [{ name: "SHARD_OBJECT", class_name: "ShardObject", script_name: `cobordism-lm-head-s${i}-objects` }]);
+    assert.equal(front.migrations, undefined);
+    assert.deepEqual(objects.durable_objects.bindings, [{ name: "SHARD_OBJECT", class_name: "ShardObject" }]);
+    assert.deepEqual(objects.migrations, [{ tag: "v1", new_sqlite_classes: ["ShardObject"] }]);
+    assert.equal(objects.workers_dev, false);
   }
-  const configPath = join(root, flag(deploys[0].argv, "-c"));
-  const config = readFileSync(configPath, "utf8");
-  assert.match(config, /^bucket_name = "my-models"$/m);
-  assert.equal(config.match(/^\[\[durable_objects\.bindings\]\]$/gm)?.length, 1);
-  assert.match(config, /^class_name = "ShardObject"$/m);
-  assert.equal(config.match(/^\[\[migrations\]\]$/gm)?.length, 1);
-  assert.match(config, /^new_sqlite_classes = \["ShardObject"\]$/m);
-  assert.match(config, /\[\[analytics_engine_datasets\]\]\nbinding = "METRICS"\ndataset = "lm_head"/);
-  assert.match(config, /^\[observability\]\nenabled = true$/m);
-  // The real wrangler takes it: the Durable Object binding, its class and the settings.
-  const real = spawnSync(join(root, "node_modules", ".bin", "wrangler"), [...deploys[1].argv, "--outdir", join(dir, "out")], {
-    cwd: root,
-    encoding: "utf8",
-    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
-  });
-  assert.equal(real.status, 0, real.stdout + real.stderr);
-  assert.match(real.stdout, /env\.SHARD_OBJECT \(ShardObject\)/);
-  assert.match(real.stdout, /env\.LM_HEAD \(my-models\)/);
-  assert.match(real.stdout, /env\.RESIDENCY /);
-  assert.match(real.stdout, /env\.METRICS \(lm_head\)/);
+  // The real wrangler reads both kinds (its own dry run bundles the built Worker).
+  for (const name of ["cobordism-lm-head-s2", "cobordism-lm-head-s2-objects"]) {
+    const real = spawnSync(join(root, "node_modules", ".bin", "wrangler"), ["deploy", "--dry-run", "-c", join(out, `${name}.toml`), "--outdir", join(p.dir, `bundle-${name}`)], {
+      cwd: p.dir,
+      encoding: "utf8",
+      env: { ...process.env, CI: "1" },
+    });
+    assert.equal(real.status, 0, real.stdout + real.stderr);
+    assert.match(real.stdout, /env\.SHARD_OBJECT \(ShardObject/);
+  }
 });
 
-test("deploy-all --rotate-token: the old token stays accepted until --finish-rotation; both go through stdin", () => {
-  const dir = tempDir("deploy");
-  writeFileSync(join(dir, "token"), "old-token\n");
-  const run = deployAll(dir, { args: ["--rotate-token", "--shards", "3"], env: { COBORDISM_TOKEN: "" } });
-  assert.equal(run.status, 0, run.err);
-  const next = readFileSync(join(dir, "token"), "utf8").trim();
-  assert.match(next, /^[0-9a-f]{64}$/);
-  assert.equal(readFileSync(join(dir, "token.previous"), "utf8").trim(), "old-token");
-  assert.equal(statSync(join(dir, "token")).mode & 0o777, 0o600);
-  assert.deepEqual(
-    run.calls.map((c) => [c.argv.slice(0, 3).join(" "), flag(c.argv, "--name"), c.stdin]),
-    [0, 1, 2].flatMap((i) => [
-      ["secret put AUTH_TOKEN_PREVIOUS", `cobordism-lm-head-s${i}`, "old-token"],
-      ["secret put AUTH_TOKEN", `cobordism-lm-head-s${i}`, next],
-    ]),
-    "the previous token is in place on a shard before its token changes",
-  );
-  for (const c of run.calls) assert.ok(!c.argv.join(" ").includes(next) && !c.argv.join(" ").includes("old-token"));
-  assert.match(run.out, /--finish-rotation --shards 3/);
-
-  const finish = deployAll(dir, { args: ["--finish-rotation", "--shards", "3"] });
-  assert.equal(finish.status, 0, finish.err);
-  assert.deepEqual(finish.calls.map((c) => c.argv.join(" ")), [0, 1, 2].map((i) => `secret delete AUTH_TOKEN_PREVIOUS --name cobordism-lm-head-s${i}`));
-  assert.ok(!existsSync(join(dir, "token.previous")));
-  const none = deployAll(tempDir("deploy"), { args: ["--rotate-token"], env: { COBORDISM_TOKEN: "" } });
-  assert.equal(none.status, 1);
-  assert.match(none.err, /no current token/);
+test("a deploy puts the token on each front with the deploy (never on a command line) and records it all", () => {
+  const p = place();
+  const r = deploy(p, ["--shards", "12", "--bucket", "my-bkt"], { env: { COBORDISM_TOKEN: "mine" } });
+  ok(r);
+  assert.match(r.err, /COBORDISM_TOKEN \(from your environment\)/);
+  const a = account(p);
+  assert.deepEqual(a.buckets, ["my-bkt"], "the missing bucket is created");
+  const fronts = Object.keys(a.workers);
+  assert.deepEqual(fronts.sort(), Array.from({ length: 12 }, (_, i) => `cobordism-lm-head-s${i}`).sort());
+  for (let i = 0; i < 12; i++) {
+    const w = a.workers[`cobordism-lm-head-s${i}`];
+    assert.deepEqual(w.secrets, { AUTH_TOKEN: "mine" });
+    assert.equal(w.versions, 1, "the secret comes with the deploy: one version");
+    assert.equal(w.vars.SHARD_INDEX, `${i}`);
+    assert.equal(w.bucket, "my-bkt");
+    assert.deepEqual(w.objects, [], "isolate residency: no object binding");
+  }
+  assert.ok(a.calls.every((c) => !c.argv.includes("mine")), "the token never on a command line");
+  assert.equal(token(p), "mine");
+  assert.equal(statSync(join(p.state, "token")).mode & 0o777, 0o600);
+  const endpoints = readFileSync(join(p.state, "endpoints"), "utf8").split("\n").filter((l) => l.startsWith("http"));
+  assert.deepEqual(endpoints, Array.from({ length: 12 }, (_, i) => `https://cobordism-lm-head-s${i}.stand-in.workers.dev`));
+  assert.equal(readFileSync(join(p.state, "shard-urls"), "utf8").trim(), endpoints.join(","));
+  const record = readToml(readFileSync(join(p.state, "deployment.toml"), "utf8"));
+  assert.equal(record.shards, 12);
+  assert.match(record.build.module_sha256, /^[0-9a-f]{64}$/);
+  // A stale COBORDISM_TOKEN later is warned about, never put on the shards.
+  const again = deploy(p, ["--no-warm"], { env: { COBORDISM_TOKEN: "stale" } });
+  ok(again);
+  assert.match(again.err, /COBORDISM_TOKEN differs/);
+  assert.equal(account(p).workers["cobordism-lm-head-s3"].secrets.AUTH_TOKEN, "mine");
 });
 
-test("deploy-all --delete: every shard Worker a deploy recorded, and any further one wrangler finds", () => {
-  const dir = tempDir("deploy");
-  const first = deployAll(dir, { args: ["--shards", "5"], env: { COBORDISM_TOKEN: "t" } });
-  assert.equal(first.status, 0, first.err);
-  assert.equal(readFileSync(join(dir, "deployed"), "utf8"), "cobordism-lm-head 5\n");
-  assert.equal(deployAll(dir, { args: ["--shards", "3"], env: { COBORDISM_TOKEN: "t" } }).status, 0);
-  assert.equal(readFileSync(join(dir, "deployed"), "utf8"), "cobordism-lm-head 5\n", "the largest count is kept");
-  // Seven exist: five recorded here, two more deployed from elsewhere.
-  const workers = Array.from({ length: 7 }, (_, i) => `cobordism-lm-head-s${i}`).join(",");
-  const run = deployAll(dir, { args: ["--delete", "--shards", "3"], env: { STAND_IN_WORKERS: workers } });
-  assert.equal(run.status, 0, run.err);
-  const deleted = run.calls.map((c) => c.argv[1]);
-  assert.deepEqual(deleted, Array.from({ length: 8 }, (_, i) => `cobordism-lm-head-s${i}`), "up to the first one not found past the recorded five");
-  assert.match(run.out, /deleted 7 shard Workers/);
-  assert.equal(readFileSync(join(dir, "deployed"), "utf8"), "");
-  assert.equal(deployAll(dir, { args: ["--delete", "--prefix", "x"] }).status, 2, "--delete takes no settings");
+test("a redeploy changes the one setting given and keeps the others", () => {
+  const p = place();
+  ok(deploy(p, ["--shards", "3", "--bucket", "head-v2", "--prefix", "p2", "--residency", "object", "--metrics", "lm_head"]));
+  const r = deploy(p, ["--keep-warm-s", "300", "--no-warm"]);
+  ok(r);
+  assert.match(r.out, /keep-warm \(s\): 0 → 300/);
+  assert.doesNotMatch(r.out, /bucket:|prefix:|residency:/);
+  for (const [name, w] of Object.entries(account(p).workers)) {
+    assert.equal(w.bucket, "head-v2", name);
+    assert.equal(w.metrics, "lm_head", name);
+    assert.deepEqual([w.vars.MODEL_PREFIX, w.vars.RESIDENCY, w.vars.KEEP_WARM_S, w.vars.SHARD_COUNT], ["p2", "object", "300", "3"], name);
+  }
 });
 
-test("deploy-all creates the R2 bucket when it does not exist (not in a dry run)", () => {
-  const dir = tempDir("deploy");
-  const run = deployAll(dir, { args: ["--shards", "2", "--bucket", "fresh-bucket"], env: { COBORDISM_TOKEN: "t", STAND_IN_NO_BUCKET: "1" }, dryRun: false });
-  assert.equal(run.status, 0, run.err);
-  assert.deepEqual(run.calls.slice(0, 2).map((c) => c.argv.join(" ")), ["r2 bucket info fresh-bucket", "r2 bucket create fresh-bucket"]);
-  assert.match(run.out, /the R2 bucket fresh-bucket does not exist; creating it/);
-  const there = deployAll(dir, { args: ["--shards", "2"], env: { COBORDISM_TOKEN: "t" }, dryRun: false });
-  assert.deepEqual(there.calls.filter((c) => c.argv[0] === "r2").map((c) => c.argv.join(" ")), ["r2 bucket info cobordism-lm-head"]);
+test("rotations: the second is refused until the first finishes, a cut one resumes, no object restarts", () => {
+  const p = place();
+  ok(deploy(p, ["--shards", "3", "--residency", "object"], { env: { COBORDISM_TOKEN: "t0" } }));
+  const versions = (a) => Object.fromEntries(Object.entries(a.workers).map(([n, w]) => [n, w.versions]));
+  const before = versions(account(p));
+  const secrets = (i) => account(p).workers[`cobordism-lm-head-s${i}`].secrets;
+  // Cut short at shard 1 (an expired login): shard 0 accepts both, shard 1 and 2 still the old.
+  const cut = deploy(p, ["--rotate-token"], { env: { STAND_IN_FAIL: "secret:cobordism-lm-head-s1" } });
+  assert.notEqual(cut.status, 0);
+  const t1 = token(p, "token.next");
+  assert.equal(token(p), "t0", "callers keep the current token until every front has the new one");
+  assert.deepEqual(secrets(0), { AUTH_TOKEN: t1, AUTH_TOKEN_PREVIOUS: "t0" });
+  assert.deepEqual(secrets(1), { AUTH_TOKEN: "t0" });
+  const early = deploy(p, ["--finish-rotation"]);
+  assert.notEqual(early.status, 0, "finishing before every front has the new token is refused");
+  assert.match(early.err, /--rotate-token` resumes/);
+  ok(deploy(p, ["--rotate-token"]));
+  assert.equal(token(p), t1, "the resumed rotation keeps the token it started with");
+  for (let i = 0; i < 3; i++) assert.deepEqual(secrets(i), { AUTH_TOKEN: t1, AUTH_TOKEN_PREVIOUS: "t0" });
+  const calls = account(p).calls.length;
+  const second = deploy(p, ["--rotate-token"]);
+  assert.notEqual(second.status, 0, "a second rotation is refused");
+  assert.match(second.err, /--finish-rotation/);
+  assert.equal(account(p).calls.length, calls, "and calls nothing");
+  assert.notEqual(deploy(p, ["--no-warm"]).status, 0, "no deploy during a rotation");
+  ok(deploy(p, ["--finish-rotation"]));
+  for (let i = 0; i < 3; i++) assert.deepEqual(secrets(i), { AUTH_TOKEN: t1 });
+  assert.equal(existsSync(join(p.state, "token.previous")), false);
+  ok(deploy(p, ["--rotate-token"]));
+  const t2 = token(p);
+  assert.notEqual(t2, t1);
+  ok(deploy(p, ["--finish-rotation"]));
+  const after = versions(account(p));
+  for (let i = 0; i < 3; i++) {
+    assert.equal(after[`cobordism-lm-head-s${i}-objects`], before[`cobordism-lm-head-s${i}-objects`], "no new version of an objects' Worker: no object restarts");
+    assert.deepEqual(account(p).workers[`cobordism-lm-head-s${i}-objects`].secrets, {}, "objects hold no token");
+  }
 });
 
-test("deploy-all refuses a bad setting before deploying anything", () => {
-  const dir = tempDir("deploy");
+test("a teardown that fails keeps the record and exits non-zero; the next one finishes", () => {
+  const p = place();
+  ok(deploy(p, ["--shards", "2", "--residency", "object"]));
+  const failed = deploy(p, ["--delete"], { env: { STAND_IN_FAIL: "delete:cobordism-lm-head-s1" } });
+  assert.notEqual(failed.status, 0);
+  assert.match(failed.err, /billing: cobordism-lm-head-s1 /);
+  assert.deepEqual(Object.keys(account(p).workers), ["cobordism-lm-head-s1"]);
+  assert.match(readFileSync(join(p.state, "deployment.toml"), "utf8"), /"cobordism-lm-head-s1"/);
+  ok(deploy(p, ["--delete"]));
+  assert.deepEqual(account(p).workers, {});
+  assert.equal(existsSync(join(p.state, "deployment.toml")), false);
+  assert.equal(existsSync(join(p.state, "endpoints")), false);
+  assert.notEqual(deploy(p, ["--delete"]).status, 0, "nothing recorded: nothing to delete");
+});
+
+test("a smaller deployment and isolate residency delete what the shape no longer has", () => {
+  const p = place();
+  ok(deploy(p, ["--shards", "4", "--residency", "object"]));
+  const r = deploy(p, ["--shards", "2", "--residency", "isolate", "--no-warm"]);
+  ok(r);
+  assert.deepEqual(Object.keys(account(p).workers).sort(), ["cobordism-lm-head-s0", "cobordism-lm-head-s1"]);
+  assert.deepEqual(account(p).workers["cobordism-lm-head-s0"].objects, []);
+});
+
+test("settings the account or the shard would refuse are refused before any call", () => {
+  const p = place();
   for (const [args, why] of [
-    [["--residency", "durable"], /expected isolate or object/],
-    [["--replicas", "0"], /expected 1…64/],
-    [["--replicas", "65"], /expected 1…64/],
-    [["--keep-warm-s", "-5"], /expected 0…86400/],
-    [["--budget-mib", "1.5"], /expected whole MiB/],
-    [["--bucket", "My_Bucket"], /expected an R2 bucket name/],
-    [["--prefix"], /--prefix needs a value/],
+    [["--shards", "501"], /1 to 500/],
+    [["--shards", "251", "--residency", "object"], /1 to 250/],
+    [["--replicas", "65"], /REPLICAS 65 is not in 1…64/],
+    [["--var", "LOAD_STREAMS:9"], /LOAD_STREAMS 9/],
+    [["--var", "SHARD_INDEX:1"], /its own flag/],
+    [["--var", "AUTH_TOKEN:x"], /secret/],
+    [["--bucket", "No_Such"], /R2 bucket name/],
+    [["--name", "x".repeat(60)], /at most/],
+    [["--metrics", "a-b"], /dataset name/],
   ]) {
-    const run = deployAll(dir, { args });
-    assert.equal(run.status, 2, `${args.join(" ")}: ${run.err}`);
-    assert.match(run.err, why, args.join(" "));
-    assert.deepEqual(run.calls, [], `${args.join(" ")} deployed`);
+    const r = deploy(p, args);
+    assert.equal(r.status, 1, `${args.join(" ")}: ${r.err}`);
+    assert.match(r.err, why);
   }
-});
-
-test("deploy-all refuses a shard count that is not 1…500 (an account's Workers) before deploying anything", () => {
-  const dir = tempDir("deploy");
-  for (const args of [["--shards", "0"], ["--shards", "x"], ["--shards", "501"], ["--shards=-1"], ["--shards"]]) {
-    const run = deployAll(dir, { args });
-    assert.equal(run.status, 2, `${args.join(" ")}: ${run.err}`);
-    assert.match(run.err, /usage: scripts\/deploy-all\.sh \[--shards N\]/);
-    assert.deepEqual(run.calls, [], `${args.join(" ")} deployed`);
-    assert.ok(!existsSync(join(dir, "token")), `${args.join(" ")} made a token`);
-  }
+  assert.equal(deploy(p, ["--rotate-token", "--shards", "3"]).status, 2, "an action takes no setting");
+  assert.equal(existsSync(p.account), false, "nothing called");
 });

@@ -2,6 +2,7 @@
 //! teardown are written against it, run on the account through wrangler ([`Account`]), and are
 //! tested natively against a fake that fails where a test says.
 
+use std::cell::OnceCell;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -34,30 +35,34 @@ pub trait Cloudflare {
     fn delete_worker(&self, worker: &str) -> Result<Deleted>;
 }
 
-/// The account wrangler is logged in to.
+/// The account wrangler is logged in to. Wrangler is found (and checked) at the first call, so a
+/// command refused for what the record says calls nothing.
+#[derive(Default)]
 pub struct Account {
-    wrangler: Wrangler,
+    wrangler: OnceCell<Wrangler>,
 }
 
 impl Account {
-    pub fn new() -> Result<Account> {
-        Ok(Account {
-            wrangler: Wrangler::new()?,
-        })
+    fn wrangler(&self) -> Result<&Wrangler> {
+        if let Some(w) = self.wrangler.get() {
+            return Ok(w);
+        }
+        let found = Wrangler::new()?;
+        Ok(self.wrangler.get_or_init(|| found))
     }
 }
 
 impl Cloudflare for Account {
     fn bucket_exists(&self, bucket: &str) -> Result<bool> {
         Ok(self
-            .wrangler
+            .wrangler()?
             .call(&["r2", "bucket", "info", bucket], None)?
             .succeeded())
     }
 
     fn create_bucket(&self, bucket: &str) -> Result<()> {
         let call = self
-            .wrangler
+            .wrangler()?
             .call(&["r2", "bucket", "create", bucket], None)?;
         if !call.succeeded() {
             bail!(
@@ -90,7 +95,7 @@ impl Cloudflare for Account {
         if let Some(path) = &path {
             args.extend(["--secrets-file", path]);
         }
-        let call = self.wrangler.call(&args, None)?;
+        let call = self.wrangler()?.call(&args, None)?;
         if !call.succeeded() {
             bail!("deploying {worker} failed ({})", call.failure());
         }
@@ -98,7 +103,7 @@ impl Cloudflare for Account {
     }
 
     fn put_secrets(&self, worker: &str, secrets: &str) -> Result<()> {
-        let call = self.wrangler.call(
+        let call = self.wrangler()?.call(
             &["secret", "bulk", "--name", worker],
             Some(secrets.as_bytes()),
         )?;
@@ -110,7 +115,7 @@ impl Cloudflare for Account {
 
     fn delete_secret(&self, worker: &str, key: &str) -> Result<()> {
         let call = self
-            .wrangler
+            .wrangler()?
             .call(&["secret", "delete", key, "--name", worker], None)?;
         if !call.succeeded() && !call.worker_not_found() {
             bail!("deleting {key} from {worker} failed ({})", call.failure());
@@ -119,7 +124,7 @@ impl Cloudflare for Account {
     }
 
     fn delete_worker(&self, worker: &str) -> Result<Deleted> {
-        let call = self.wrangler.call(&["delete", worker, "--force"], None)?;
+        let call = self.wrangler()?.call(&["delete", worker, "--force"], None)?;
         if call.succeeded() {
             Ok(Deleted::Gone)
         } else if call.worker_not_found() {

@@ -147,7 +147,7 @@ pub fn run(a: &Args) -> Result<()> {
             state.file(RECORD_FILE).display()
         )
     })?;
-    let account = Account::new()?;
+    let account = Account::default();
     if a.rotate_token {
         rotation::rotate(&account, &state, &mut record)
     } else if a.finish_rotation {

@@ -43,7 +43,7 @@ pub fn run(a: &Args, state: &StateDir, record: Option<Deployment>) -> Result<()>
             next.token
         );
     }
-    let cf = Account::new()?;
+    let cf = Account::default();
     let token = token::for_deploy(state, std::env::var(token::TOKEN_ENV).ok().as_deref())?;
     let module_sha256 = build(&base, a.no_build)?;
     if !cf.bucket_exists(&next.settings.bucket)? {

@@ -36,9 +36,8 @@ pub fn delete(
     }
     if !failed.is_empty() {
         bail!(
-            "{} Workers are still deployed and billing: {} (the record in {} keeps them; run \
-             the same command again once the cause above is fixed)",
-            failed.len(),
+            "still deployed, and billing: {} (the record in {} keeps them; run the same command \
+             again once the cause above is fixed)",
             failed.join(", "),
             state.dir.display()
         );
