@@ -18,7 +18,7 @@
 # module of the bundle when the Worker loads, imported or not (a never-imported module that does
 # not compile fails the whole service: verified), and refuses to compile one from bytes. `/healthz`
 # names the kernels a shard runs (`backend`). The same variable passes through `wrangler deploy`
-# and `scripts/deploy-all.sh` to this script. All builds share the target directory: cargo keeps
+# and `cobordism deploy` to this script. All builds share the target directory: cargo keeps
 # each variant of a library (its features are in its hash): a switch recompiles the Worker's own
 # crate alone (~3 s).
 #
@@ -64,8 +64,13 @@ target/release/cobordism-bindgen "$target_dir/wasm32-unknown-unknown/release/cob
   --experimental-reset-state-function --force-enable-abort-handler
 cp worker/entry.mjs "$stage/"
 rm -rf "$out" && mkdir -p "$out"
+# The module's hash goes into the bundle, for /healthz (a module cannot hold its own).
+sha256=$(node -e 'const c = require("node:crypto"), fs = require("node:fs");
+process.stdout.write(c.createHash("sha256").update(fs.readFileSync(process.argv[1])).digest("hex"))' \
+  "$stage/index_bg.wasm")
 node_modules/.bin/esbuild "$stage/entry.mjs" --bundle --format=esm --minify --log-level=warning \
-  --external:./index_bg.wasm '--external:cloudflare:*' --outfile="$out/index.js" --allow-overwrite
+  --external:./index_bg.wasm '--external:cloudflare:*' --outfile="$out/index.js" --allow-overwrite \
+  "--define:COBORDISM_MODULE_SHA256=\"$sha256\""
 # wasm-bindgen imports the module as a source phase import; the Workers runtime takes the plain one.
 sed -i 's/import source /import /' "$out/index.js"
 cp "$stage/index_bg.wasm" "$out/index_bg.wasm"

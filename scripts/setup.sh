@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh Debian machine of this kind; idempotent.
-# `scripts/setup.sh demo` (scripts/demo.sh) and `scripts/setup.sh deploy` (scripts/deploy-all.sh):
+# `scripts/setup.sh demo` (scripts/demo.sh) and `scripts/setup.sh deploy` (the build command in
+# wrangler.toml, which `cobordism deploy` and `wrangler dev` run):
 # only what building and running the shard Worker needs — the wasm32 target and the npm packages
 # (wrangler, Miniflare, esbuild); nothing from apt, so any OS with rustup and Node.js will do. The
 # wasm-bindgen step is a workspace binary (crates/bindgen), built with the rest.

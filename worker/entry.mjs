@@ -22,6 +22,10 @@
 import { DurableObject, WorkerEntrypoint } from "cloudflare:workers";
 import * as shard from "./index.js";
 
+// The wasm module's SHA-256, written into the bundle by scripts/build-worker.sh (esbuild's
+// `--define`) once the module is built: `/healthz` names it (worker/src/handlers.rs).
+globalThis.cobordismModuleSha256 = typeof COBORDISM_MODULE_SHA256 === "string" ? COBORDISM_MODULE_SHA256 : "";
+
 const state = shard.__worker_init_state();
 
 /** The `instance_reset` log line, from Rust (cobordism_shard::events): read now, while the

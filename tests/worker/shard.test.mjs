@@ -3,9 +3,11 @@
 // does both).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startShards } from "../../worker/local.mjs";
+import { startShards, SCRIPT } from "../../worker/local.mjs";
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { makeModel, seed, hiddenBytes, localLogits, post, health, json, cli, CLI, TOKEN } from "./helpers.mjs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { spawnSync } from "node:child_process";
 
 const FAST = { MANIFEST_TTL_MS: "0", LOAD_RETRY_MS: "0" };
@@ -194,6 +196,10 @@ test("with AUTH_TOKEN set, a Bearer token is required; /healthz says only the st
     assert.deepEqual(await health(local.endpoints[0], { token: "wrong" }), { state: "ready" });
     const full = await health(local.endpoints[0], { token: "s3cret-token" });
     assert.equal(full.slice.manifest_version, q6.manifest.version);
+    // The build names its module: the bytes workerd runs, hashed here.
+    const wasm = readFileSync(join(dirname(SCRIPT), "index_bg.wasm"));
+    assert.equal(full.module_sha256, createHash("sha256").update(wasm).digest("hex"));
+    assert.equal(full.protocol_version, 1);
   });
 });
 

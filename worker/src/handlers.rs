@@ -40,6 +40,18 @@ pub const BUILD: &str = if cfg!(feature = "fault-injection") {
     env!("CARGO_PKG_VERSION")
 };
 
+/// The global property `worker/entry.mjs` sets to the wasm module's SHA-256, which
+/// scripts/build-worker.sh writes into the bundle once the module is built (a module cannot hold
+/// its own hash).
+const MODULE_SHA256_GLOBAL: &str = "cobordismModuleSha256";
+
+/// The wasm module's SHA-256 (hex), if the bundle names it.
+fn module_sha256() -> Option<String> {
+    let global = js_sys::global();
+    let value = js_sys::Reflect::get(&global, &MODULE_SHA256_GLOBAL.into()).ok()?;
+    value.as_string().filter(|s| !s.is_empty())
+}
+
 /// Drops this isolate's slice (the test shard's `/__fault/forget`).
 #[cfg(feature = "fault-injection")]
 pub fn forget() {
@@ -252,6 +264,7 @@ pub async fn healthz(cfg: &Settings, scope: &Scope<'_>) -> Result<Response, ApiE
                 wasm_memory_bytes: wasm_memory_bytes(),
                 backend: kquant::Backend::best().name(),
                 build_version: BUILD,
+                module_sha256: module_sha256(),
                 object: scope.object.clone(),
                 age_ms: now - STARTED_MS.with(|t| *t),
             },

@@ -67,7 +67,7 @@ pub async fn forward(
     let namespace = env.durable_object(BINDING).map_err(|e| {
         ShardError::config(format_args!(
             "RESIDENCY = \"object\" needs the Durable Object binding {BINDING} (deploy with \
-             scripts/deploy-all.sh --residency object): {e}"
+             cobordism deploy --residency object): {e}"
         ))
     })?;
     let mut req = if public {

@@ -161,8 +161,8 @@ pub fn run(a: &Args) -> Result<()> {
 
 /// The value of `key` most reports have; on a tie, the one of the lowest shard among the tied
 /// values (so that the shards with the others are named).
-fn most_common(probes: &[&Probe], key: impl Fn(&HealthReport) -> Option<&str>) -> Option<String> {
-    let mut counts: Vec<(&str, usize)> = Vec::new();
+fn most_common(probes: &[&Probe], key: impl Fn(&HealthReport) -> Option<String>) -> Option<String> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
     for p in probes {
         let Probe::Report(r) = *p else { continue };
         let Some(v) = key(r) else { continue };
@@ -172,22 +172,19 @@ fn most_common(probes: &[&Probe], key: impl Fn(&HealthReport) -> Option<&str>) -
         }
     }
     let most = counts.iter().map(|(_, n)| *n).max()?;
-    counts
-        .into_iter()
-        .find(|(_, n)| *n == most)
-        .map(|(v, _)| v.to_owned())
+    counts.into_iter().find(|(_, n)| *n == most).map(|(v, _)| v)
 }
 
 /// The manifest version most resident shards serve.
 fn most_served(probes: &[&Probe]) -> Option<String> {
     most_common(probes, |r| {
-        r.slice.as_ref().map(|s| s.manifest_version.as_str())
+        r.slice.as_ref().map(|s| s.manifest_version.clone())
     })
 }
 
 /// The build of the shard Worker most shards run.
 fn most_built(probes: &[&Probe]) -> Option<String> {
-    most_common(probes, |r| Some(&r.build_version))
+    most_common(probes, |r| Some(r.build_id()))
 }
 
 /// What every shard should agree on: the manifest version it serves and the build it runs.
@@ -228,9 +225,9 @@ fn judge(index: usize, probe: &Probe, count: usize, expected: &Expected) -> Opti
                 "serves manifest version {}, the others {v}",
                 s.manifest_version
             )),
-            (_, _, Some(b)) if r.build_version != b.as_str() => Some(format!(
+            (_, _, Some(b)) if r.build_id() != *b => Some(format!(
                 "runs build {}, the others {b} (a rollout not finished?)",
-                r.build_version
+                r.build_id()
             )),
             _ => None,
         },
@@ -324,6 +321,8 @@ mod tests {
             budget_bytes: 100 << 20,
             backend: Cow::Borrowed("scalar"),
             build_version: Cow::Borrowed("0.1.0"),
+            module_sha256: Some("ab".repeat(32)),
+            protocol_version: 1,
             residency: Cow::Borrowed("isolate"),
             object: None,
             loads: 1,
@@ -357,7 +356,7 @@ mod tests {
     fn problem(index: usize, probe: &Probe, version: Option<&str>) -> String {
         let expected = Expected {
             version: version.map(String::from),
-            build: Some("0.1.0".into()),
+            build: Some("0.1.0+abababababab".into()),
         };
         judge(index, probe, 3, &expected).unwrap_or_else(|| "ok".into())
     }
@@ -443,10 +442,23 @@ mod tests {
         let newer = Probe::Report(r);
         assert_eq!(
             problem(1, &newer, Some("v1")),
-            "runs build 0.2.0, the others 0.1.0 (a rollout not finished?)"
+            "runs build 0.2.0+abababababab, the others 0.1.0+abababababab (a rollout not finished?)"
         );
         let probes = [ready(0, "v1"), newer, ready(2, "v1")];
-        assert_eq!(most_built(&refs(&probes)).as_deref(), Some("0.1.0"));
+        assert_eq!(
+            most_built(&refs(&probes)).as_deref(),
+            Some("0.1.0+abababababab")
+        );
+        // One version, two modules: two builds all the same.
+        let Probe::Report(mut r) = ready(1, "v1") else {
+            unreachable!()
+        };
+        r.module_sha256 = Some("cd".repeat(32));
+        assert_eq!(
+            problem(1, &Probe::Report(r), Some("v1")),
+            "runs build 0.1.0+cdcdcdcdcdcd, the others 0.1.0+abababababab (a rollout not \
+             finished?)"
+        );
     }
 
     #[test]

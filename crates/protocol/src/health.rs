@@ -99,6 +99,13 @@ pub struct HealthReport {
     pub backend: Cow<'static, str>,
     /// The shard Worker's version.
     pub build_version: Cow<'static, str>,
+    /// SHA-256 (hex) of the Worker's wasm module, as the build wrote it into the bundle (`None`
+    /// for a bundle built without it): two shards with the same one run the same bytes.
+    #[serde(default)]
+    pub module_sha256: Option<String>,
+    /// The wire contract's version ([`crate::PROTOCOL_VERSION`]) the shard speaks.
+    #[serde(default = "one")]
+    pub protocol_version: u32,
     /// Where the slice lives: `isolate` or `object` (`RESIDENCY`).
     #[serde(default)]
     pub residency: Cow<'static, str>,
@@ -119,6 +126,17 @@ pub struct HealthReport {
     /// otherwise: a resident slice's checks and a load say it in `last_check_error`).
     #[serde(default)]
     pub manifest: Option<ManifestLook>,
+}
+
+impl HealthReport {
+    /// The build as one string: the version, and the module's hash when known (`0.1.0+3f2a…`,
+    /// its first 12 digits), so that two builds of one version told apart are.
+    pub fn build_id(&self) -> String {
+        match &self.module_sha256 {
+            Some(sha) => format!("{}+{}", self.build_version, &sha[..sha.len().min(12)]),
+            None => self.build_version.to_string(),
+        }
+    }
 }
 
 /// What one read of the manifest found for a shard with nothing resident, without loading the

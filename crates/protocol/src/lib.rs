@@ -32,6 +32,10 @@ mod tiling;
 mod topk;
 pub mod wire;
 
+/// The version of the wire contract (docs/API.md): raised by a change an older client or
+/// shard would misread. `/healthz` names it.
+pub const PROTOCOL_VERSION: u32 = 1;
+
 pub use ask::{top_k_ladder, ROUTE, WARM_ROUTE};
 pub use budget::{
     max_rows, mib_to_bytes, MemoryNeed, DEFAULT_BUDGET_MIB, MAX_BODIES_IN_FLIGHT,

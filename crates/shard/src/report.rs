@@ -17,6 +17,8 @@ pub struct Runtime {
     pub backend: &'static str,
     /// The shard Worker's version.
     pub build_version: &'static str,
+    /// SHA-256 of the Worker's wasm module, if the bundle names it.
+    pub module_sha256: Option<String>,
     /// The Durable Object serving, with object residency.
     pub object: Option<String>,
     /// Since the isolate's first request.
@@ -73,6 +75,8 @@ impl Isolate<'_> {
             budget_bytes: cfg.budget_bytes,
             backend: runtime.backend.into(),
             build_version: runtime.build_version.into(),
+            module_sha256: runtime.module_sha256,
+            protocol_version: cobordism_protocol::PROTOCOL_VERSION,
             residency: cfg.residency.name().into(),
             object: runtime.object,
             loads: health.loads,

@@ -20,6 +20,7 @@ fn health(shard: &Shard, passes: &Coalescer, bodies: &BodyPool, now_ms: f64) -> 
         wasm_memory_bytes: 1 << 20,
         backend: "scalar",
         build_version: "9.9.9",
+        module_sha256: Some("0f".repeat(32)),
         object: Some("shard-0/1".into()),
         age_ms: 1234.0,
     };
@@ -55,6 +56,8 @@ fn an_empty_shard_reports_its_settings_and_nothing_resident() {
             "budget_bytes": 100 << 20,
             "backend": "scalar",
             "build_version": "9.9.9",
+            "module_sha256": "0f".repeat(32),
+            "protocol_version": 1,
             "residency": "isolate",
             "object": "shard-0/1",
             "loads": 0,

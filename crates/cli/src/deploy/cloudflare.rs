@@ -124,7 +124,9 @@ impl Cloudflare for Account {
     }
 
     fn delete_worker(&self, worker: &str) -> Result<Deleted> {
-        let call = self.wrangler()?.call(&["delete", worker, "--force"], None)?;
+        let call = self
+            .wrangler()?
+            .call(&["delete", worker, "--force"], None)?;
         if call.succeeded() {
             Ok(Deleted::Gone)
         } else if call.worker_not_found() {

@@ -199,7 +199,9 @@ mod tests {
         assert_eq!(record.token, Rotation::Finishing { done: vec![0] });
         finish(&cf, &state, &mut record).unwrap();
         assert_eq!(record.token, Rotation::None);
-        assert!(accepted(&cf, 3).iter().all(|t| t == std::slice::from_ref(&new)));
+        assert!(accepted(&cf, 3)
+            .iter()
+            .all(|t| t == std::slice::from_ref(&new)));
         assert_eq!(token::read(&state, PREVIOUS).unwrap(), None);
     }
 
