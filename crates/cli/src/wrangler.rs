@@ -77,10 +77,12 @@ impl Call {
         })
     }
 
-    /// The first URL a deploy reported, if any.
+    /// The first URL a deploy reported, if any (a route's pattern, `example.com/*`, is none).
     pub fn deployed_url(&self) -> Option<&str> {
+        let web = |t: &str| t.starts_with("https://") || t.starts_with("http://");
+        let url = |t: &&String| web(t) && !t.contains('*');
         self.reports.iter().find_map(|r| match r {
-            Report::Deploy { targets } => targets.first().map(String::as_str),
+            Report::Deploy { targets } => targets.iter().find(url).map(String::as_str),
             _ => None,
         })
     }
@@ -225,6 +227,19 @@ not json
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_routes_pattern_is_no_url() {
+        let call = |targets: &[&str]| Call {
+            output: std::process::Command::new("true").output().unwrap(),
+            reports: vec![Report::Deploy {
+                targets: targets.iter().map(|t| t.to_string()).collect(),
+            }],
+        };
+        assert_eq!(call(&["example.com/*"]).deployed_url(), None);
+        let both = call(&["example.com/*", "https://a.x.workers.dev"]);
+        assert_eq!(both.deployed_url(), Some("https://a.x.workers.dev"));
     }
 
     #[test]

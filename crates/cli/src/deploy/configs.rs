@@ -7,7 +7,7 @@
 //! to that class by script name. The objects' Worker has no secret, no URL (`workers_dev =
 //! false`) and nothing to authenticate: it is reached only through the front's binding. So a
 //! token change, which makes a new version of every Worker whose secrets change, deploys fronts
-//! only and restarts no object (docs/PLATFORM.md, "New versions restart objects"); and no two
+//! only and restarts no object (docs/PLATFORM.md, "Secrets and versions"); and no two
 //! shards' objects share a class, so no two slices share an isolate's 128 MB.
 //!
 //! From the base each config keeps everything but `[build]` (built once, before the first
@@ -110,6 +110,18 @@ impl Base {
     /// Its `[vars]` value `key`, if set.
     pub fn var(&self, key: &str) -> Option<&str> {
         self.table.get("vars")?.get(key)?.as_str()
+    }
+
+    /// Its `[vars]` other than the settings with flags of their own.
+    pub fn other_vars(&self) -> impl Iterator<Item = (&str, &str)> {
+        let vars = self
+            .table
+            .get("vars")
+            .and_then(Value::as_table)
+            .into_iter()
+            .flatten();
+        vars.filter(|(k, _)| !SETTING_VARS.contains(&k.as_str()))
+            .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
     }
 
     /// The `[build] command`, run once before deploying, in the base's directory.

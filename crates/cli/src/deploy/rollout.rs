@@ -69,9 +69,9 @@ pub fn run(a: &Args, state: &StateDir, record: Option<Deployment>) -> Result<()>
         }),
         _ => None,
     };
+    // The record keeps the build and URLs that served until every Worker has the new one: a
+    // rollout cut short is resumed as an upgrade, warming again.
     let before = record.map(|r| r.workers).unwrap_or_default();
-    next.build = None; // until every Worker has the new one
-    next.urls.clear();
     state.save(&next)?;
     let urls = deploy_all(&cf, &base, state, &mut next, &token, warm.as_ref())?;
     let kept: Vec<String> = configs::workers(&next)

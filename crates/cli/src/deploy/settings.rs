@@ -3,8 +3,6 @@
 //! runs: the shard's own rule for its variables (`cobordism_shard::Settings::from_vars`, the
 //! one the Worker applies), names Cloudflare accepts, and the account's limits.
 
-use std::collections::BTreeMap;
-
 use anyhow::{bail, ensure, Context, Result};
 
 use cobordism_protocol::{PREVIOUS_TOKEN_SECRET, TOKEN_SECRET};
@@ -100,6 +98,12 @@ pub fn merge(
             note(&format!("variable {key}"), old, "unset".into());
         }
     }
+    let s = &d.settings;
+    let object_only = a.replicas.is_some() || a.keep_warm_s.is_some();
+    if object_only && s.residency == Residency::Isolate {
+        changes
+            .push("note: --replicas and --keep-warm-s matter with --residency object only".into());
+    }
     check(&d)?;
     Ok((d, changes))
 }
@@ -126,7 +130,10 @@ fn first(base: &Base) -> Result<Deployment> {
         replicas: u32::try_from(number("REPLICAS", 1)?).context("REPLICAS")?,
         keep_warm_s: u32::try_from(number("KEEP_WARM_S", 0)?).context("KEEP_WARM_S")?,
         metrics: None,
-        vars: BTreeMap::new(),
+        vars: base
+            .other_vars()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect(),
     };
     Ok(Deployment {
         name: base.name()?.to_string(),
