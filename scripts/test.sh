@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-stages=(setup lint build fixtures native aarch64 no-fma wasm32 wasm-valid engine workerd kquant-js client-js fuzz demo bit-exact must-fail)
+stages=(setup lint build fixtures native aarch64 no-fma wasm32 wasm-valid reproducible engine workerd kquant-js client-js fuzz demo bit-exact must-fail)
 quick=(setup lint-native build-quick native workerd)
 usage() { echo "usage: scripts/test.sh [--quick | --only STAGE… | --list]" >&2; exit 2; }
 selected=()
@@ -82,6 +82,26 @@ stage_wasm-valid() {
   scripts/check-wasm.sh --relaxed target/engine-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm \
     worker/build/*.wasm target/worker-test/build/*.wasm
 }
+# The shard Worker and both packages' wasm built again from one commit in a clean target
+# directory: byte for byte what the build stage made (a user checks a deployed shard's module
+# against /healthz's module_sha256 so).
+stage_reproducible() {
+  need worker client_js kquant_js
+  local dir=target/reproducible files=0
+  rm -rf "$dir"
+  CARGO_TARGET_DIR=$dir/target scripts/build-worker.sh --out "$dir/worker"
+  CARGO_TARGET_DIR=$dir/target scripts/build-wasm-package.sh --out "$dir/client" client-js packages/client
+  CARGO_TARGET_DIR=$dir/target scripts/build-wasm-package.sh --relaxed --out "$dir/kquant" kquant-js packages/kquant
+  for pair in "worker/build $dir/worker" "packages/client/dist $dir/client" "packages/kquant/dist $dir/kquant"; do
+    read -r shipped again <<<"$pair"
+    for file in "$again"/*; do
+      cmp "$shipped/$(basename "$file")" "$file" || { echo "reproducible: $file differs" >&2; return 1; }
+      files=$((files + 1))
+    done
+  done
+  echo "equal: $files files of two builds"
+  rm -rf "$dir"
+}
 stage_engine() {
   need engine
   # The harness once (its figures are not a measurement): kernels, idioms, both Q6_K layouts (their
@@ -93,12 +113,7 @@ stage_engine() {
 }
 stage_workerd() {
   need cli worker worker_plain worker_test
-  # The config as wrangler itself reads it; wrangler reruns [build] on every call: a copy of the
-  # config without it.
-  sed '/^\[build\]/,/^$/d; s|^main = "|main = "../|' wrangler.toml >target/wrangler.nobuild.toml
-  npx wrangler deploy --dry-run -c target/wrangler.nobuild.toml --outdir target/wrangler-dry-run \
-    >target/wrangler-dry-run.log 2>&1 || { cat target/wrangler-dry-run.log; return 1; }
-  echo "wrangler deploy --dry-run: ok"
+  # (tests/worker/deploy.test.mjs has wrangler read the configs `cobordism deploy` makes.)
   node --test tests/worker/
 }
 stage_kquant-js() {
