@@ -214,6 +214,29 @@ fn restrict(_path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A deployment `d` of `shards` shards with object residency, listing `workers`, for tests.
+#[cfg(test)]
+pub fn example(shards: usize, workers: &[&str]) -> Deployment {
+    Deployment {
+        name: "d".into(),
+        shards,
+        settings: Settings {
+            bucket: "b".into(),
+            prefix: "p".into(),
+            budget_mib: 100,
+            residency: Residency::Object,
+            replicas: 1,
+            keep_warm_s: 0,
+            metrics: None,
+            vars: BTreeMap::new(),
+        },
+        token: Rotation::None,
+        build: None,
+        urls: vec![],
+        workers: workers.iter().map(|w| w.to_string()).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -126,7 +126,7 @@ mod tests {
 
     use super::*;
     use crate::deploy::cloudflare::fake::Fake;
-    use crate::deploy::record::{Residency, Settings};
+    use crate::deploy::record::example;
 
     fn deployed(cf: &Fake, state: &StateDir, shards: usize) -> Deployment {
         token::write(state, CURRENT, "old").unwrap();
@@ -136,24 +136,7 @@ mod tests {
                 .borrow_mut()
                 .insert(format!("d-s{shard}"), secrets);
         }
-        Deployment {
-            name: "d".into(),
-            shards,
-            settings: Settings {
-                bucket: "b".into(),
-                prefix: "p".into(),
-                budget_mib: 100,
-                residency: Residency::Object,
-                replicas: 1,
-                keep_warm_s: 0,
-                metrics: None,
-                vars: BTreeMap::new(),
-            },
-            token: Rotation::None,
-            build: None,
-            urls: vec![],
-            workers: vec![],
-        }
+        example(shards, &[])
     }
 
     /// The tokens each front accepts.

@@ -70,28 +70,7 @@ mod tests {
 
     use super::*;
     use crate::deploy::cloudflare::fake::Fake;
-    use crate::deploy::record::{Residency, Rotation, Settings};
-
-    fn record(workers: &[&str]) -> Deployment {
-        Deployment {
-            name: "d".into(),
-            shards: 2,
-            settings: Settings {
-                bucket: "b".into(),
-                prefix: "p".into(),
-                budget_mib: 100,
-                residency: Residency::Object,
-                replicas: 1,
-                keep_warm_s: 0,
-                metrics: None,
-                vars: BTreeMap::new(),
-            },
-            token: Rotation::None,
-            build: None,
-            urls: vec![],
-            workers: workers.iter().map(|w| w.to_string()).collect(),
-        }
-    }
+    use crate::deploy::record::example;
 
     #[test]
     fn a_failed_deletion_keeps_the_record_and_fails() {
@@ -104,7 +83,7 @@ mod tests {
             dir: dir.path().into(),
         };
         // d-s1-objects does not exist: it counts as gone. The second deletion fails.
-        let mut r = record(&["d-s0-objects", "d-s0", "d-s1-objects", "d-s1"]);
+        let mut r = example(2, &["d-s0-objects", "d-s0", "d-s1-objects", "d-s1"]);
         state.save(&r).unwrap();
         *cf.fail_at.borrow_mut() = Some(2);
         let e = delete_all(&cf, &state, &mut r).unwrap_err().to_string();
