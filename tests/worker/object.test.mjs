@@ -229,13 +229,31 @@ test("nothing reaches the object without access", async () => {
       const warmed = await fetch(`${e}/cobordism-lm-head/warm`, { method: "POST", ...(token ? { headers: { Authorization: `Bearer ${token}` } } : {}) });
       assert.equal(warmed.status, 401);
       await warmed.arrayBuffer();
-      assert.deepEqual(await health(e, { token }), { state: "empty" }, "the public health, from the object");
+      // The front answers a public probe itself: it wakes no object (whatever the session key).
+      assert.deepEqual(await health(e, { token, headers: { "X-Cobordism-Session": "s" } }), { state: "unknown" });
     }
     const reported = await health(e);
     assert.deepEqual([reported.state, reported.loads, reported.passes.requests], ["empty", 0, 0], "the object saw no request");
-    const inside = await fetch(`${e}/healthz/public`);
-    assert.equal(inside.status, 404, "the forward's internal path is no route from outside");
-    await inside.arrayBuffer();
+  });
+});
+
+test("a warm-up with access warms the replica it names (an upgrade warms each), and that one alone", async () => {
+  await withShards({ residency: "object", replicas: 2 }, async (local) => {
+    const e = local.endpoints[0];
+    const auth = { Authorization: `Bearer ${TOKEN}` };
+    const replica = async (r) => (await fetch(`${e}/healthz?replica=${r}`, { headers: auth })).json();
+    let answer;
+    for (let tries = 0; tries < 200 && answer?.state !== "ready"; tries++) {
+      const r = await fetch(`${e}/cobordism-lm-head/warm?replica=1`, { method: "POST", headers: auth });
+      answer = await r.json();
+      assert.ok([200, 202].includes(r.status), JSON.stringify(answer));
+    }
+    assert.equal(answer.state, "ready");
+    const [zero, one] = [await replica(0), await replica(1)];
+    assert.deepEqual([one.object, one.state, one.loads], ["shard-0/1", "ready", 1]);
+    assert.deepEqual([zero.object, zero.state, zero.loads], ["shard-0/0", "empty", 0]);
+    const beyond = await fetch(`${e}/cobordism-lm-head/warm?replica=2`, { method: "POST", headers: auth });
+    assert.deepEqual([beyond.status, (await beyond.json()).error], [400, "bad_query"]);
   });
 });
 

@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use cobordism_protocol::health::ManifestLook;
+use cobordism_protocol::health::{ManifestLook, PublicHealthReport, State};
 use cobordism_protocol::wire::header;
 use cobordism_protocol::Query;
 use cobordism_shard::{
@@ -228,6 +228,16 @@ fn answer(cfg: &Settings, query: &Query, served: Served) -> Result<Response, Api
     Ok(Response::builder()
         .with_headers(headers)
         .fixed(served.answer.payload))
+}
+
+/// `GET /healthz` for callers without access, with object residency: answered by the front,
+/// which does not know its objects' state and wakes none for a caller without access (a probe
+/// would cost a Durable Object request, and keep the object in memory): `{"state": "unknown"}`.
+pub fn healthz_public_of_front() -> Result<Response, ApiError> {
+    let report = PublicHealthReport {
+        state: State::Unknown,
+    };
+    Ok(Response::from_json(&report)?)
 }
 
 /// `GET /healthz` for callers without access: the state and nothing else.

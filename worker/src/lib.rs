@@ -37,7 +37,7 @@ enum Route {
     LmHead,
     Warm,
     Health,
-    /// `/healthz` for a caller without access (inside an object: the front's forward of it).
+    /// `/healthz` for a caller without access (never forwarded to an object).
     PublicHealth,
     #[cfg(feature = "fault-injection")]
     Panic,
@@ -54,9 +54,8 @@ enum Route {
     Alarm,
 }
 
-/// The route `req` asks for (`inside_object`: the path the front forwards `PublicHealth` as is
-/// one too), or `404`/`405`.
-fn route_of(req: &Request, inside_object: bool) -> Result<Route, ApiError> {
+/// The route `req` asks for, or `404`/`405`.
+fn route_of(req: &Request) -> Result<Route, ApiError> {
     let post = req.method() == Method::Post;
     let (route, allowed, allow) = match req.path().as_str() {
         cobordism_protocol::ROUTE => (Route::LmHead, post, "POST"),
@@ -72,7 +71,6 @@ fn route_of(req: &Request, inside_object: bool) -> Result<Route, ApiError> {
         #[cfg(feature = "fault-injection")]
         "/__fault/alarm" => (Route::Alarm, post, "POST"),
         "/healthz" => (Route::Health, true, "GET, HEAD"),
-        object::PUBLIC_HEALTH if inside_object => (Route::PublicHealth, true, "GET, HEAD"),
         _ => return Err(ApiError::new(ErrorCode::NotFound, "no such route")),
     };
     let allowed = allowed && (post || matches!(req.method(), Method::Get | Method::Head));
@@ -95,7 +93,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
 /// The shard Worker's own `fetch`: serves the request, or forwards it to the shard's object.
 async fn front(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiError> {
     handlers::note_start();
-    let route = match (route_of(&req, false)?, auth::authorize(env, &req)) {
+    let route = match (route_of(&req)?, auth::authorize(env, &req)) {
         (route, Ok(())) => route,
         (Route::Health, Err(_)) => Route::PublicHealth,
         (_, Err(refused)) => return Err(refused),
@@ -111,6 +109,9 @@ async fn front(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiEr
         cfg => cfg?,
     };
     if cfg.residency == ResidencyMode::Object {
+        if route == Route::PublicHealth {
+            return handlers::healthz_public_of_front();
+        }
         if route == Route::Warm {
             return object::forward_warm(req, env, ctx, &cfg).await;
         }

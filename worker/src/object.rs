@@ -21,7 +21,7 @@ use futures_util::future::{select, Either};
 use futures_util::FutureExt;
 use wasm_bindgen::prelude::*;
 use worker::worker_sys::{web_sys, DurableObjectState};
-use worker::{Context, Delay, Env, Headers, Method, Request, Response, State};
+use worker::{Context, Delay, Env, Headers, Request, Response, State};
 
 use crate::error::ApiError;
 use crate::handlers::{self, Scope, BUILD};
@@ -30,16 +30,14 @@ use crate::{config, route_of, serve, telemetry, Route};
 /// The Durable Object namespace binding of the shard's object class.
 const BINDING: &str = "SHARD_OBJECT";
 
-/// The path the front forwards a `/healthz` without access as (not a route from outside).
-pub const PUBLIC_HEALTH: &str = "/healthz/public";
-
 thread_local! {
     /// The keep-warm alarms' state of the objects in this isolate.
     static KEEP_WARM: KeepWarm = KeepWarm::default();
 }
 
-/// The object of this shard `req` goes to: the caller's session's, or for a probe with access
-/// the replica it names (`?replica=R`); a probe without access always reaches replica 0.
+/// The object of this shard `req` goes to: the caller's session's, or for a probe or a warm-up
+/// the replica it names (`?replica=R`: `cobordism status` asks every replica, and an upgrade
+/// warms every replica).
 fn object_for(req: &Request, cfg: &Settings, route: Route) -> Result<String, ApiError> {
     let session = req.headers().get(header::SESSION).ok().flatten();
     let replica = || -> Result<Option<String>, ApiError> {
@@ -48,21 +46,20 @@ fn object_for(req: &Request, cfg: &Settings, route: Route) -> Result<String, Api
         Ok(asked.next().map(|(_, v)| v.into_owned()))
     };
     Ok(match route {
-        Route::Health => probed_object(cfg, replica()?.as_deref(), session.as_deref())?,
-        Route::PublicHealth => object_name(cfg, None),
+        Route::Health | Route::Warm => {
+            probed_object(cfg, replica()?.as_deref(), session.as_deref())?
+        }
         _ => object_name(cfg, session.as_deref()),
     })
 }
 
-/// Forwards `req` (access granted, or `route` `PublicHealth`: a `/healthz` without access) to
-/// its object ([`object_for`]).
+/// Forwards `req` (access granted) to its object ([`object_for`]).
 pub async fn forward(
     req: Request,
     env: &Env,
     cfg: &Settings,
     route: Route,
 ) -> Result<Response, ApiError> {
-    let public = route == Route::PublicHealth;
     let name = object_for(&req, cfg, route)?;
     let namespace = env.durable_object(BINDING).map_err(|e| {
         ShardError::config(format_args!(
@@ -70,13 +67,7 @@ pub async fn forward(
              cobordism deploy --residency object): {e}"
         ))
     })?;
-    let mut req = if public {
-        let mut url = req.url()?;
-        url.set_path(PUBLIC_HEALTH);
-        Request::new(url.as_str(), Method::Get)?
-    } else {
-        req.clone_mut()?
-    };
+    let mut req = req.clone_mut()?;
     mark_forward(req.headers_mut()?, env)?;
     let stub = namespace.get_by_name(&name)?;
     let unavailable = |why: String| -> ApiError {
@@ -177,10 +168,7 @@ pub async fn object_fetch(
 
 async fn in_object(req: Request, env: &Env, state: &State) -> Result<Response, ApiError> {
     handlers::note_start();
-    let route = route_of(&req, true)?;
-    if route == Route::PublicHealth {
-        return handlers::healthz_public();
-    }
+    let route = route_of(&req)?;
     #[cfg(feature = "fault-injection")]
     if route == Route::Alarm {
         return crate::fault::alarm(state).await;

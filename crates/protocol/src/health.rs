@@ -25,6 +25,9 @@ pub enum State {
     Ready,
     /// Nothing resident: the last load failed.
     Failed,
+    /// Not known: a public `/healthz` with object residency, which the front answers without
+    /// asking the shard's objects (a caller without access never wakes one).
+    Unknown,
 }
 
 impl State {
@@ -35,6 +38,7 @@ impl State {
             State::Loading => "loading",
             State::Ready => "ready",
             State::Failed => "failed",
+            State::Unknown => "unknown",
         }
     }
 }

@@ -17,7 +17,7 @@ use cobordism_protocol::{Precision, TOKEN_SECRET};
 
 use super::cloudflare::{Account, Cloudflare};
 use super::configs::{self, render, Base, Role};
-use super::record::{Build, Deployment, Rotation, StateDir};
+use super::record::{Build, Deployment, Residency, Rotation, StateDir};
 use super::{settings, teardown, token, Args, ENDPOINT_LISTS};
 use crate::logits::{warm_shard, Options};
 
@@ -122,7 +122,13 @@ fn deploy_all(
         state.save(d)?;
         if front {
             if let (Some(opts), Some(url)) = (warm, &url) {
-                warm_up(shard, url, opts)?;
+                let replicas = match d.settings.residency {
+                    Residency::Isolate => vec![None],
+                    Residency::Object => (0..d.settings.replicas).map(Some).collect(),
+                };
+                for replica in replicas {
+                    warm_up(shard, url, replica, opts)?;
+                }
             }
             urls[shard] = url;
         }
@@ -130,26 +136,29 @@ fn deploy_all(
     Ok(urls)
 }
 
-/// Waits until shard `shard` at `url` has its slice resident (an upgrade's step).
-fn warm_up(shard: usize, url: &str, opts: &Options) -> Result<()> {
+/// Waits until shard `shard` at `url` (its object replica `replica`, if given) has its slice
+/// resident (an upgrade's step).
+fn warm_up(shard: usize, url: &str, replica: Option<u32>, opts: &Options) -> Result<()> {
     let started = Instant::now();
+    let name = match replica {
+        Some(r) => format!("shard {shard} (replica {r})"),
+        None => format!("shard {shard}"),
+    };
     loop {
-        let state = warm_shard(shard, url, opts).with_context(|| {
+        let state = warm_shard(shard, url, replica, opts).with_context(|| {
             format!(
-                "the upgrade stopped at shard {shard}: it did not warm (the shards after it keep \
-                 their build; fix the cause and deploy again, or --no-warm)"
+                "the upgrade stopped at {name}: it did not warm (the shards after it keep their \
+                 build; fix the cause and deploy again, or --no-warm)"
             )
         })?;
         if state == State::Ready {
-            println!(
-                "deploy: shard {shard} warm after {:.1} s",
-                started.elapsed().as_secs_f64()
-            );
+            let secs = started.elapsed().as_secs_f64();
+            println!("deploy: {name} warm after {secs:.1} s");
             return Ok(());
         }
         ensure!(
             started.elapsed() < WARM_LIMIT,
-            "the upgrade stopped at shard {shard}: still loading after {} s",
+            "the upgrade stopped at {name}: still loading after {} s",
             WARM_LIMIT.as_secs()
         );
         std::thread::sleep(WARM_POLL);

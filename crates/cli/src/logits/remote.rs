@@ -120,9 +120,18 @@ pub fn warm(manifest: &Manifest, endpoints: &[String], opts: &Options) -> Result
     every_shard(results)
 }
 
-/// Asks shard `index` at `endpoint` alone to load its slice: its state.
-pub fn warm_shard(index: usize, endpoint: &str, opts: &Options) -> Result<State> {
-    let url = format!("{}{WARM_ROUTE}", endpoint.trim_end_matches('/'));
+/// Asks shard `index` at `endpoint` alone to load its slice, in its object replica `replica`
+/// when given (object residency: `?replica=R`): its state.
+pub fn warm_shard(
+    index: usize,
+    endpoint: &str,
+    replica: Option<u32>,
+    opts: &Options,
+) -> Result<State> {
+    let mut url = format!("{}{WARM_ROUTE}", endpoint.trim_end_matches('/'));
+    if let Some(r) = replica {
+        url.push_str(&format!("?replica={r}"));
+    }
     warm_at(&agent(opts), index, &url, opts).map_err(anyhow::Error::msg)
 }
 
