@@ -2,9 +2,29 @@
 // Runs N local shard Workers until interrupted; prints {"endpoints": [...]} on one line when ready.
 // `scripts/local-shards.mjs --help` says how. Like deployed shards they serve nobody without
 // --token (or COBORDISM_TOKEN) or --allow-anonymous.
-import { writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { startShards } from "../worker/local.mjs";
+
+const CLI = process.env.COBORDISM_BIN ?? join(dirname(fileURLToPath(import.meta.url)), "..", "target", "release", "cobordism");
+
+/** Exits 2 naming the variable when the shards would refuse `vars`: the shard's own rule, read
+ * through `cobordism settings` (cobordism_shard::Settings::from_vars), not written again here. */
+function checkSettings(vars) {
+  if (!existsSync(CLI)) {
+    console.error(`${CLI} is missing: cargo build --release -p cobordism (or set COBORDISM_BIN)`);
+    process.exit(2);
+  }
+  const args = Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}=${v}`]);
+  const checked = spawnSync(CLI, ["settings", ...args], { encoding: "utf8" });
+  if (checked.status !== 0) {
+    console.error(`${checked.stderr.trim().replace(/^error: /, "")}\n\n${USAGE}`);
+    process.exit(2);
+  }
+}
 
 const USAGE = `usage: scripts/local-shards.mjs [--shards 8] [--state DIR] [--prefix P] [--var K=V]…
                                [--residency isolate|object] [--replicas R] [--colocate-replicas]
@@ -20,7 +40,7 @@ ports until interrupted, and prints {"endpoints": [...]} on one line when they a
   --var K=V           another variable for every shard (repeatable), e.g. MEMORY_BUDGET_MIB=100
   --residency MODE    isolate (default): the slice in whichever isolate serves the request;
                       object: in the shard's Durable Object (RESIDENCY)
-  --replicas R        Durable Objects per shard with --residency object, 1 to 64; default 1;
+  --replicas R        Durable Objects per shard with --residency object (REPLICAS); default 1;
                       each in an isolate of its own (each loads its slice)
   --colocate-replicas a shard's replicas in one isolate instead (they share one slice), the
                       other way Cloudflare may place them
@@ -99,10 +119,14 @@ if (!(timeScale > 0)) {
   process.exit(2);
 }
 const replicas = Number(values.replicas);
-if (!Number.isInteger(replicas) || replicas < 1 || replicas > 64) {
-  console.error("--replicas must be an integer from 1 to 64");
-  process.exit(2);
-}
+checkSettings({
+  SHARD_INDEX: `${shards - 1}`,
+  SHARD_COUNT: `${shards}`,
+  MODEL_PREFIX: values.prefix,
+  RESIDENCY: values.residency,
+  REPLICAS: values.replicas,
+  ...vars,
+});
 const local = await startShards({
   residency: values.residency,
   replicas,

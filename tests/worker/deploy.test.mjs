@@ -200,3 +200,15 @@ test("settings the account or the shard would refuse are refused before any call
   assert.equal(deploy(p, ["--rotate-token", "--shards", "3"]).status, 2, "an action takes no setting");
   assert.equal(existsSync(p.account), false, "nothing called");
 });
+
+test("scripts/local-shards.mjs refuses what the shard would, by the shard's rule (cobordism settings)", () => {
+  for (const [args, why] of [
+    [["--replicas", "65"], /REPLICAS 65 is not in 1…64/],
+    [["--var", "LOAD_STREAMS=0"], /LOAD_STREAMS 0 is not in 1…6/],
+    [["--var", "MEMORY_BUDGET_MIB=lots"], /MEMORY_BUDGET_MIB/],
+  ]) {
+    const r = spawnSync("node", [join(root, "scripts", "local-shards.mjs"), "--token", "t", ...args], { encoding: "utf8", timeout: 60_000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, why);
+  }
+});

@@ -124,6 +124,8 @@ impl Shards {
             .args(["--residency", residency])
             .arg("--state")
             .arg(state)
+            // The harness checks the shards' variables with this very binary.
+            .env("COBORDISM_BIN", std::env::current_exe()?)
             .current_dir(root)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

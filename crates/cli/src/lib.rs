@@ -10,6 +10,7 @@
 //! * [`warm`]: ask every shard to load its slice before the first token.
 //! * [`tokens`]: the vocabulary's text next to the slices, for printing tokens.
 //! * [`deploy`]: the shard Workers on a Cloudflare account, and the deployment's record.
+//! * [`shard_settings`]: a shard's variables checked as the shard reads them.
 //! * [`demo`]: all of the above against eight local shards in workerd.
 //!
 //! Files are written whole or not at all (`atomic`, and `slice`'s own commit of many files).
@@ -23,6 +24,7 @@ pub mod logits;
 pub mod plan;
 mod progress;
 pub mod sample;
+pub mod shard_settings;
 pub mod slice;
 pub mod slices;
 pub mod source;

@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use cobordism::{
-    demo, deploy, logits, plan, sample, slice, status, synth, upload, warm, ExitError,
+    demo, deploy, logits, plan, sample, shard_settings, slice, status, synth, upload, warm,
+    ExitError,
 };
 
 /// Run an LLM's lm-head sharded across Cloudflare Workers: make or take a GGUF model, cut its
@@ -47,6 +48,8 @@ enum Command {
     /// Deploy the shard Workers to Cloudflare, change their settings, rotate their token, or
     /// delete them: the deployment is recorded in .cobordism/deployment.toml.
     Deploy(deploy::Args),
+    /// Check a shard's variables as the shard reads them (prints its settings).
+    Settings(shard_settings::Args),
     /// Ask every shard to load its slice now (before a session's first token).
     Warm(warm::Args),
     /// One table of every shard's state from its /healthz; non-zero exit naming unhealthy shards.
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Slice(a) => slice::run(a),
         Command::Upload(a) => upload::run(a),
         Command::Deploy(a) => deploy::run(a),
+        Command::Settings(a) => shard_settings::run(a),
         Command::Warm(a) => warm::run(a),
         Command::Status(a) => status::run(a),
         Command::Logits(a) => logits::run(a),
