@@ -45,6 +45,8 @@ stage_lint-native() {
   node scripts/check-links.mjs # refuses scripts/fixtures/broken-links.md first
   node scripts/check-line-length.mjs # refuses scripts/fixtures/long-lines.rs first
   cargo clippy --workspace --exclude cobordism-worker --all-targets -- -D warnings
+  # kquant is publishable alone: packaged with its build helper and built from the package.
+  cargo package -q -p cobordism-perturb -p kquant --allow-dirty
 }
 stage_lint() {
   stage_lint-native
