@@ -5,27 +5,32 @@
 //! most of them serve). One table, or `--json` for cron and monitoring; the exit code says whether
 //! any shard has a problem, and the message names them.
 
+use std::path::PathBuf;
+
 use anyhow::Result;
-use clap::{ArgGroup, Args as ClapArgs};
-use cobordism_protocol::health::{HealthReport, State};
+use clap::Args as ClapArgs;
+use cobordism_protocol::health::{short_hash, HealthReport, State};
 use cobordism_protocol::Precision;
 use serde::Serialize;
 
-use crate::logits::{healthz, Options, Probe, Shards};
+use crate::deploy;
+use crate::logits::{checked, healthz, Options, Probe, Shards};
 use crate::{ExitError, EXIT_UNHEALTHY};
 
 /// Arguments of `cobordism status`.
 #[derive(ClapArgs, Debug)]
-#[command(
-    group(ArgGroup::new("endpoints").required(true).args(["endpoint", "endpoints_from"])),
-    after_long_help = "\
+#[command(after_long_help = "\
 Exits 0 when every shard is healthy, 5 naming the shards that are unreachable, refuse the token,
 failed, have nothing loaded and a manifest they cannot load (missing, invalid, made for another
 shard count: read without loading the slice), sit at another index, count another number of
 shards, serve another version, or run another build than most.
 
+Given no endpoints, it checks the deployment `cobordism deploy` recorded (.cobordism, or
+--state-dir): its shards, with its token unless one is given, and each shard's wasm module
+against the one deployed.
+
 Examples:
-  cobordism status --endpoints-from .cobordism/endpoints
+  cobordism status
   cobordism status --endpoints-from .cobordism/endpoints --json")]
 pub struct Args {
     #[command(flatten)]
@@ -36,6 +41,14 @@ pub struct Args {
     /// Print one JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Without endpoints: the deployment recorded in DIR (`cobordism deploy --state-dir`).
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = ".cobordism",
+        env = "COBORDISM_STATE_DIR"
+    )]
+    pub state_dir: PathBuf,
 }
 
 /// One line: a shard, or one of its Durable Objects (`replica`) with object residency.
@@ -96,13 +109,21 @@ fn probe_all(urls: &[String], opts: &Options) -> Result<Vec<(usize, u32, String,
 }
 
 pub fn run(a: &Args) -> Result<()> {
-    let urls = a.shards.endpoints()?;
+    let mut opts = a.shards.options(Precision::Exact);
+    let (urls, deployed) = if a.shards.given() {
+        (a.shards.endpoints()?, None)
+    } else {
+        let recorded = deploy::recorded(&a.state_dir)?;
+        opts.token = opts.token.filter(|t| !t.is_empty()).or(recorded.token);
+        (checked(recorded.urls)?, recorded.module_sha256)
+    };
     let count = urls.len();
-    let probes = probe_all(&urls, &a.shards.options(Precision::Exact))?;
+    let probes = probe_all(&urls, &opts)?;
     let reports: Vec<&Probe> = probes.iter().map(|(.., p)| p).collect();
     let expected = Expected {
         version: a.manifest_version.clone().or_else(|| most_served(&reports)),
         build: most_built(&reports),
+        deployed,
     };
     let rows: Vec<Row> = probes
         .into_iter()
@@ -187,10 +208,12 @@ fn most_built(probes: &[&Probe]) -> Option<String> {
     most_common(probes, |r| Some(r.build_id()))
 }
 
-/// What every shard should agree on: the manifest version it serves and the build it runs.
+/// What every shard should agree on: the manifest version it serves and the build it runs, and
+/// the module the deployment's record says was deployed.
 struct Expected {
     version: Option<String>,
     build: Option<String>,
+    deployed: Option<String>,
 }
 
 /// What is wrong with shard `index` (one of `count`), if anything.
@@ -229,7 +252,15 @@ fn judge(index: usize, probe: &Probe, count: usize, expected: &Expected) -> Opti
                 "runs build {}, the others {b} (a rollout not finished?)",
                 r.build_id()
             )),
-            _ => None,
+            _ => match &expected.deployed {
+                Some(m) if r.module_sha256.as_ref() != Some(m) => Some(format!(
+                    "runs module {}, the deployment recorded {} (a deploy not finished, or \
+                     the shard deployed another way?)",
+                    short_hash(r.module_sha256.as_deref().unwrap_or("unnamed")),
+                    short_hash(m)
+                )),
+                _ => None,
+            },
         },
     }
 }
@@ -357,6 +388,7 @@ mod tests {
         let expected = Expected {
             version: version.map(String::from),
             build: Some("0.1.0+abababababab".into()),
+            deployed: None,
         };
         judge(index, probe, 3, &expected).unwrap_or_else(|| "ok".into())
     }
@@ -458,6 +490,24 @@ mod tests {
             problem(1, &Probe::Report(r), Some("v1")),
             "runs build 0.1.0+cdcdcdcdcdcd, the others 0.1.0+abababababab (a rollout not \
              finished?)"
+        );
+    }
+
+    #[test]
+    fn a_shard_on_another_module_than_the_deployed_one_is_named() {
+        let probe = ready(1, "v1");
+        let expected = |deployed: &str| Expected {
+            version: Some("v1".into()),
+            build: Some("0.1.0+abababababab".into()),
+            deployed: Some(deployed.into()),
+        };
+        assert_eq!(judge(1, &probe, 3, &expected(&"ab".repeat(32))), None);
+        assert_eq!(
+            judge(1, &probe, 3, &expected(&"cd".repeat(32))).as_deref(),
+            Some(
+                "runs module abababababab, the deployment recorded cdcdcdcdcdcd (a deploy not \
+                 finished, or the shard deployed another way?)"
+            )
         );
     }
 

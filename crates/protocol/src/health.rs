@@ -137,10 +137,15 @@ impl HealthReport {
     /// its first 12 digits), so that two builds of one version told apart are.
     pub fn build_id(&self) -> String {
         match &self.module_sha256 {
-            Some(sha) => format!("{}+{}", self.build_version, &sha[..sha.len().min(12)]),
+            Some(sha) => format!("{}+{}", self.build_version, short_hash(sha)),
             None => self.build_version.to_string(),
         }
     }
+}
+
+/// A module hash as people compare it: its first 12 hex digits.
+pub fn short_hash(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
 }
 
 /// What one read of the manifest found for a shard with nothing resident, without loading the

@@ -132,6 +132,38 @@ pub struct Args {
     pub state_dir: PathBuf,
 }
 
+/// What a deployment's record tells other commands (`status`): where its shards are, which
+/// module it deployed, and the token callers use.
+pub struct Recorded {
+    pub urls: Vec<String>,
+    pub module_sha256: Option<String>,
+    pub token: Option<String>,
+}
+
+/// The deployment recorded in `state_dir`, for a command given no endpoints.
+pub fn recorded(state_dir: &std::path::Path) -> Result<Recorded> {
+    let state = StateDir {
+        dir: state_dir.to_path_buf(),
+    };
+    let record = state.load()?.with_context(|| {
+        format!(
+            "no endpoints given (--endpoint, --endpoints-from) and no deployment recorded in {}",
+            state.file(RECORD_FILE).display()
+        )
+    })?;
+    anyhow::ensure!(
+        !record.urls.is_empty(),
+        "the deployment in {} lists no URLs (wrangler reported none: routes of your own?): give \
+         --endpoints-from",
+        state.file(RECORD_FILE).display()
+    );
+    Ok(Recorded {
+        urls: record.urls,
+        module_sha256: record.build.map(|b| b.module_sha256),
+        token: token::read(&state, token::CURRENT)?,
+    })
+}
+
 pub fn run(a: &Args) -> Result<()> {
     let state = StateDir {
         dir: a.state_dir.clone(),

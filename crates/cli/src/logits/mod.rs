@@ -72,6 +72,11 @@ impl Shards {
         }
     }
 
+    /// Whether endpoints were given (`--endpoint` or `--endpoints-from`).
+    pub(crate) fn given(&self) -> bool {
+        !self.endpoint.is_empty() || self.endpoints_from.is_some()
+    }
+
     /// The endpoint URLs, shard i at position i.
     pub(crate) fn endpoints(&self) -> Result<Vec<String>> {
         let urls = match &self.endpoints_from {
@@ -90,18 +95,7 @@ impl Shards {
                 urls
             }
         };
-        for url in &urls {
-            ensure!(
-                url.starts_with("http://") || url.starts_with("https://"),
-                "endpoint {url:?}: expected an http:// or https:// URL"
-            );
-            ensure!(
-                cfg!(feature = "https") || !url.starts_with("https://"),
-                "endpoint {url:?}: this cobordism was built without TLS (scripts/demo.sh builds \
-                 it so, for local shards); `cargo build --release -p cobordism` adds it"
-            );
-        }
-        Ok(urls)
+        checked(urls)
     }
 
     /// Asks every shard to load its slice; their states in shard order (`ready`, `loading`).
@@ -112,6 +106,22 @@ impl Shards {
             &self.options(Precision::Exact),
         )
     }
+}
+
+/// `urls`, each an http(s) URL this build can reach.
+pub(crate) fn checked(urls: Vec<String>) -> Result<Vec<String>> {
+    for url in &urls {
+        ensure!(
+            url.starts_with("http://") || url.starts_with("https://"),
+            "endpoint {url:?}: expected an http:// or https:// URL"
+        );
+        ensure!(
+            cfg!(feature = "https") || !url.starts_with("https://"),
+            "endpoint {url:?}: this cobordism was built without TLS (scripts/demo.sh builds \
+             it so, for local shards); `cargo build --release -p cobordism` adds it"
+        );
+    }
+    Ok(urls)
 }
 
 /// Where the answers come from: the shard Workers or the slice files. Shared by `logits`,
