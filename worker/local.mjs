@@ -78,6 +78,9 @@ export const OBJECT_CLASS = "ShardObject";
  *   each data point is logged as one line `{"metric": point}` (see `onLog`)
  * @param {number} [o.fronts=1] isolates (workers) serving each shard's URL, each on its own
  *   port (`frontEndpoints[i]`; `endpoints[i]` is the first): a benchmark's balancer picks one
+ * @param {Record<string,string>[]} [o.frontVars] extra variables of front `f` (`frontVars[f]`):
+ *   fronts of different versions side by side over the same objects, as a rollout of the fronts
+ *   alone has them (a token rotation's three versions)
  * @param {{script?: string, vars?: Record<string,string>}} [o.objects] with object residency, the
  *   objects' build and extra variables where they differ from the fronts': a rollout's two
  *   builds side by side (the test build plays another forward version with `TEST_FORWARD_VERSION`)
@@ -96,7 +99,7 @@ export const OBJECT_CLASS = "ShardObject";
  *   `restarted` event per object that was live; `lifecycleEvents`: every hibernation, eviction
  *   and restart so far (and `error` if the harness failed to read or act)
  */
-export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, replicaIsolates = "own", fronts = 1, onLog, metrics = false, objects = {}, lifecycle = "workerd", timeScale = 1, onLifecycle } = {}) {
+export async function startShards({ shards = 8, state, prefix = "model", vars = {}, authToken, anonymous = false, testBuild = false, script = testBuild ? TEST_SCRIPT : SCRIPT, r2Faults, r2Shape, residency = "isolate", replicas = 1, replicaIsolates = "own", fronts = 1, frontVars = [], onLog, metrics = false, objects = {}, lifecycle = "workerd", timeScale = 1, onLifecycle } = {}) {
   if (!["isolate", "object"].includes(residency)) throw new Error(`residency ${residency}: expected isolate or object`);
   if (!["own", "shared"].includes(replicaIsolates)) throw new Error(`replicaIsolates ${replicaIsolates}: expected own or shared`);
   if (!["workerd", "cloudflare"].includes(lifecycle)) throw new Error(`lifecycle ${lifecycle}: expected workerd or cloudflare`);
@@ -112,7 +115,7 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
   // `code` replaces the build's entry (an object worker under the lifecycle emulation).
   const codeOf = (path) => ({ modules: true, scriptPath: path, modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }] });
   const objectScript = objects.script ?? script;
-  const shard = (i, name, { wrappedBindings = {}, code = codeOf(script), objectVars = {}, ...extra } = {}) => ({
+  const shard = (i, name, { wrappedBindings = {}, code = codeOf(script), ownVars = {}, ...extra } = {}) => ({
     name,
     ...code,
     compatibilityDate: "2026-04-01",
@@ -122,9 +125,9 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
       MODEL_PREFIX: prefix,
       ...(object ? { RESIDENCY: "object", REPLICAS: String(replicas) } : {}),
       ...vars,
-      ...objectVars,
       ...(authToken ? { AUTH_TOKEN: authToken } : {}),
       ...(anonymous ? { ALLOW_ANONYMOUS: "1" } : {}),
+      ...ownVars,
     },
     ...(wrapped ? { r2Buckets: {} } : { r2Buckets: { [BINDING]: BUCKET } }),
     wrappedBindings: { ...(wrapped ? { [BINDING]: WRAPPED_R2 } : {}), ...(metrics ? { METRICS: METRICS_STAND_IN } : {}), ...wrappedBindings },
@@ -150,12 +153,12 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
   const workers = [];
   for (let i = 0; i < shards; i++) {
     for (let f = 0; f < fronts; f++) {
-      workers.push(shard(i, frontName(i, f), { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }], ...frontBindings(i) }));
+      workers.push(shard(i, frontName(i, f), { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }], ownVars: frontVars[f], ...frontBindings(i) }));
     }
     if (!object) continue;
     for (let r = 0; r < (apart ? replicas : 1); r++) {
       objectWorkers.push(objectWorker(i, r));
-      workers.push(shard(i, objectWorker(i, r), { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, r)), objectVars: objects.vars, ...lifecycleWorker }));
+      workers.push(shard(i, objectWorker(i, r), { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, r)), ownVars: objects.vars, ...lifecycleWorker }));
     }
     if (apart) workers.push(replicaRouter(i, replicas, (r) => objectWorker(i, r)));
   }

@@ -264,3 +264,35 @@ test("KEEP_WARM_S holds the object: idle past the hibernation time and past 140 
     assert.equal((await health(e)).loads, 1);
   });
 });
+
+test("a token rotation under traffic, new versions of the fronts alone, reloads no slice and fails no request", { timeout: 120_000 }, async () => {
+  const [OLD, NEW] = ["old-token", "new-token"];
+  // The three versions a rotation gives each front (`cobordism deploy --rotate-token`, then
+  // `--finish-rotation`): the old token, both, the new one. The objects' Worker gets no version.
+  const frontVars = [{ AUTH_TOKEN: OLD }, { AUTH_TOKEN: NEW, AUTH_TOKEN_PREVIOUS: OLD }, { AUTH_TOKEN: NEW }];
+  await withShards({ lifecycle: "cloudflare", timeScale: 0.1, fronts: 3, frontVars }, async (local) => {
+    const h = hiddenBytes(512, 4);
+    const full = localLogits(model, h);
+    // A rollout is eventually consistent: a caller meets either version while it lasts, so each
+    // phase alternates between two of them (old token, then callers moving to the new one).
+    const phases = [[[0, OLD], [1, OLD]], [[1, OLD], [1, NEW]], [[1, NEW], [2, NEW]]];
+    for (const phase of phases) {
+      for (let k = 0; k < 6; k++) {
+        const [f, token] = phase[k % 2];
+        for (let i = 0; i < 2; i++) {
+          const r = await post(local.frontEndpoints[i][f], h, { token });
+          assert.equal(r.status, 200, `front version ${f}, shard ${i}: ${new TextDecoder().decode(r.body)}`);
+          assert.deepEqual(r.body, part(full, i));
+        }
+        await sleep(200); // gaps well inside the hibernation time (1 s at this scale)
+      }
+    }
+    for (let i = 0; i < 2; i++) {
+      const report = await health(local.frontEndpoints[i][2], { token: NEW });
+      assert.equal(report.loads, 1, `shard ${i}'s object loaded its slice once`);
+    }
+    assert.deepEqual(local.lifecycleEvents.map((e) => e.what), [], "no object restarted, hibernated or was evicted");
+    // The old token is refused by the last version.
+    assert.equal((await post(local.frontEndpoints[0][2], h, { token: OLD })).status, 401);
+  });
+});
