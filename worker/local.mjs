@@ -45,6 +45,11 @@ export const BINDING = "LM_HEAD";
 /** Object residency's Durable Object binding and class (worker/src/object.rs, worker/entry.mjs). */
 export const OBJECT_BINDING = "SHARD_OBJECT";
 export const OBJECT_CLASS = "ShardObject";
+/** The compatibility date the shards run at: wrangler.toml's, as deployed. */
+const COMPATIBILITY_DATE = /^compatibility_date = "(.+)"$/m.exec(readFileSync(join(here, "..", "wrangler.toml"), "utf8"))[1];
+/** From this compatibility date an object's `ctx.waitUntil` keeps its pending I/O alive; before
+ * it, the lifecycle emulation counts none of it (docs/PLATFORM.md). */
+const WAIT_UNTIL_HOLDS_FROM = "2026-10-01";
 
 /**
  * Starts `shards` local shard Workers. Like deployed ones they are closed by default: pass
@@ -118,7 +123,7 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
   const shard = (i, name, { wrappedBindings = {}, code = codeOf(script), ownVars = {}, ...extra } = {}) => ({
     name,
     ...code,
-    compatibilityDate: "2026-04-01",
+    compatibilityDate: COMPATIBILITY_DATE,
     bindings: {
       SHARD_INDEX: String(i),
       SHARD_COUNT: String(shards),
@@ -149,6 +154,7 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
   // Under the lifecycle emulation each object worker runs the shard's class under its wrapper,
   // with a loopback socket for the harness's control (worker/lifecycle/).
   const objectWorkers = [];
+  const objectLifeVars = emulated ? { WAIT_UNTIL_HOLDS: COMPATIBILITY_DATE >= WAIT_UNTIL_HOLDS_FROM ? "1" : "0" } : {};
   const lifecycleWorker = emulated ? { code: lifecycleCode(objectScript), unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : { code: codeOf(objectScript) };
   const workers = [];
   for (let i = 0; i < shards; i++) {
@@ -158,7 +164,7 @@ export async function startShards({ shards = 8, state, prefix = "model", vars = 
     if (!object) continue;
     for (let r = 0; r < (apart ? replicas : 1); r++) {
       objectWorkers.push(objectWorker(i, r));
-      workers.push(shard(i, objectWorker(i, r), { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, r)), ownVars: objects.vars, ...lifecycleWorker }));
+      workers.push(shard(i, objectWorker(i, r), { durableObjects: objectBinding(OBJECT_BINDING, objectWorker(i, r)), ownVars: { ...objectLifeVars, ...objects.vars }, ...lifecycleWorker }));
     }
     if (apart) workers.push(replicaRouter(i, replicas, (r) => objectWorker(i, r)));
   }

@@ -296,3 +296,26 @@ test("a token rotation under traffic, new versions of the fronts alone, reloads 
     assert.equal((await post(local.frontEndpoints[0][2], h, { token: OLD })).status, 401);
   });
 });
+
+test("at our compatibility date a warm-up completes after its caller hangs up, then the idle object hibernates", { timeout: 120_000 }, async () => {
+  // Hibernation after 0.5 s idle; R2 shaped slow so that the load takes over a second. The
+  // emulation counts an object's `waitUntil` as pending only from compatibility date 2026-10-01
+  // (ours is earlier). The shaped reads' timers hold the object too, so this does not tell what
+  // holds the load (docs/PLATFORM.md, "`waitUntil` and pending I/O"): it checks the load ends
+  // and the idle object then hibernates.
+  const lines = [];
+  const onLog = ({ message }) => void lines.push(message);
+  await withShards({ lifecycle: "cloudflare", timeScale: 0.05, onLog, r2Shape: { firstByteMs: 300, bytesPerSec: 400_000 } }, async (local) => {
+    const e = local.endpoints[0];
+    const controller = new AbortController();
+    const r = await fetch(`${e}/cobordism-lm-head/warm`, { method: "POST", headers: { Authorization: `Bearer ${TOKEN}` }, signal: controller.signal });
+    assert.equal(r.status, 202);
+    controller.abort(); // the caller hangs up
+    await sleep(8_000); // no request meanwhile: only the load's own holders keep the object
+    const loads = lines.map((l) => JSON.parse(l)).filter((l) => l.event === "slice_load" && l.shard === 0);
+    assert.deepEqual(loads.map((l) => l.outcome), ["ok"], "the warm-up's load ran to its end");
+    assert.ok(loads[0].ms > 500, `the load (${loads[0].ms} ms) outlasted the hibernation time`);
+    // Then, idle and holding nothing, the object was hibernated (no keep-warm).
+    assert.deepEqual(local.lifecycleEvents.map((ev) => ev.what), ["hibernated"]);
+  });
+});

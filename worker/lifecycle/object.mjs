@@ -8,9 +8,12 @@
 // first request or alarm (the object's constructor) and dropped when the object is hibernated,
 // evicted or restarted: the next request or alarm builds a new one, as Cloudflare runs the
 // constructor again. It forwards `fetch` and `alarm` (all that the shard's `ShardObject` has) and
-// counts what the object is still doing: requests and alarms in progress, and the promises its
-// code hands to `ctx.waitUntil` (a slice load that outlives its request). With the isolate's
-// pending timers and subrequests (./pending.mjs), that is what makes it hibernateable. Timers and
+// counts what the object is still doing: requests and alarms in progress, and, from compatibility
+// date 2026-10-01 on (`WAIT_UNTIL_HOLDS` = "1", set by worker/local.mjs from the date it runs the
+// shard at), the promises its code hands to `ctx.waitUntil`: before that date an object's
+// `waitUntil` keeps nothing alive (docs/PLATFORM.md, "`waitUntil` and pending I/O in Durable
+// Objects"), so work only it holds is cut with the object. With the isolate's pending timers and
+// subrequests (./pending.mjs), that is what makes it hibernateable. Timers and
 // subrequests cannot be told apart by object, so in an isolate shared by several objects (a
 // shard's colocated replicas) one object's pending timer keeps all of them from hibernating, and
 // the idle time of each starts when the isolate last became quiet.
@@ -61,7 +64,7 @@ export function lifecycle(Inner, discardMemory) {
       /** Changes at every start and end, so that an action decided on a reading is refused
        * if anything happened since. */
       this.epoch = 0;
-      countTasks(this, ctx);
+      if (env.WAIT_UNTIL_HOLDS === "1") countTasks(this, ctx);
       objects.set(ctx.id.toString(), this);
     }
 
