@@ -16,7 +16,7 @@ if [ "${1:-}" = --build ]; then build; exit 0; fi
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf_reader kernels manifest request)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf_reader kernels manifest request adjust)
 build
 # libFuzzer runs one process per target: as many targets at once as there are cores
 # (FUZZ_JOBS), each for the full SECONDS_PER_TARGET; the table follows in target order.

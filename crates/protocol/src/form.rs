@@ -20,6 +20,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::adjust::Adjust;
 use crate::sampling::{check_temperature, log_sum_exp, slice_winner, temperature_error};
 use crate::{encode_f32, parse_top_k, ErrorCode, Precision, TopK, MAX_BATCH, MAX_TOP_K};
 
@@ -89,6 +90,24 @@ pub struct FormError {
     pub code: ErrorCode,
     /// What was wrong.
     pub detail: String,
+}
+
+/// `400 non_finite` naming the first logit that is not finite (the kernels' products overflowed).
+fn check_finite(logits: &[f32], rows: usize, row_start: u32) -> Result<(), FormError> {
+    let rows = rows.max(1);
+    match logits.iter().position(|z| !z.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(refuse(
+            ErrorCode::NonFinite,
+            format!(
+                "the logit of token {} (vector {}) is {}: the hidden vector's products overflow \
+                 f32; send smaller values",
+                row_start as usize + i % rows,
+                i / rows,
+                logits[i]
+            ),
+        )),
+    }
 }
 
 fn refuse(code: ErrorCode, detail: impl Into<String>) -> FormError {
@@ -225,19 +244,37 @@ impl Form {
         rows: usize,
         row_start: u32,
     ) -> Result<Vec<u8>, FormError> {
+        check_finite(logits, rows, row_start)?;
+        self.encode_checked(logits, rows, row_start)
+    }
+
+    /// [`Form::encode`] of `logits` (vector `v`'s rows at `v · rows`) once `adjusts[v]` has
+    /// adjusted them in place ([`crate::adjust`]: the allowed set, logit bias and penalties,
+    /// before temperature and the draw). The kernels' logits must be finite; adjusted ones may
+    /// be `−∞` (a token outside the allowed set, or banned).
+    pub fn encode_adjusted(
+        &self,
+        logits: &mut [f32],
+        rows: usize,
+        row_start: u32,
+        adjusts: &[Adjust],
+    ) -> Result<Vec<u8>, FormError> {
+        check_finite(logits, rows, row_start)?;
         let rows = rows.max(1);
-        if let Some(i) = logits.iter().position(|z| !z.is_finite()) {
-            return Err(refuse(
-                ErrorCode::NonFinite,
-                format!(
-                    "the logit of token {} (vector {}) is {}: the hidden vector's products \
-                     overflow f32; send smaller values",
-                    row_start as usize + i % rows,
-                    i / rows,
-                    logits[i]
-                ),
-            ));
+        for (section, adjust) in logits.chunks_exact_mut(rows).zip(adjusts) {
+            adjust.apply(section, row_start);
         }
+        self.encode_checked(logits, rows, row_start)
+    }
+
+    /// The encoding of finite or `−∞` logits.
+    fn encode_checked(
+        &self,
+        logits: &[f32],
+        rows: usize,
+        row_start: u32,
+    ) -> Result<Vec<u8>, FormError> {
+        let rows = rows.max(1);
         if *self == Form::Logits {
             return Ok(encode_f32(logits));
         }
@@ -270,7 +307,9 @@ impl Form {
                         .collect(),
                 },
             };
-            if !answer.log_sum_exp.is_finite() {
+            // A slice whose every row is `−∞` (outside the allowed set) has the log-sum-exp `−∞`.
+            let masked = answer.max_logit == f32::NEG_INFINITY;
+            if !answer.log_sum_exp.is_finite() && !masked {
                 return Err(refuse(
                     ErrorCode::NonFinite,
                     format!(

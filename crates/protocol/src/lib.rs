@@ -15,7 +15,10 @@
 //! * [`wire`]: the answer's HTTP headers, named once; [`ErrorCode`]: every error answer's code,
 //!   status and `Retry-After`.
 //! * [`health`]: what `/healthz` and the warm-up answer, as types.
+//! * [`adjust`]: the allowed set, logit bias and penalties applied to logits before sampling,
+//!   their order and their wire layout.
 
+pub mod adjust;
 pub mod answer;
 mod ask;
 mod budget;

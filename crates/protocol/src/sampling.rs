@@ -62,8 +62,12 @@ pub(crate) fn by_logit(a: &(u32, f32), b: &(u32, f32)) -> Ordering {
 }
 
 /// `ln Σ exp(z_i / T)` over `logits` in f64, in order: `max/T + ln Σ exp((z − max) / T)`.
+/// Every logit `−∞` (none of the tokens allowed), it is `−∞`.
 pub fn log_sum_exp(logits: &[f32], temperature: f32) -> f64 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if max == f32::NEG_INFINITY {
+        return f64::NEG_INFINITY;
+    }
     let t = f64::from(temperature);
     let sum: f64 = logits
         .iter()
@@ -83,7 +87,9 @@ pub fn merge_log_sum_exp(parts: impl IntoIterator<Item = f64> + Clone) -> f64 {
 }
 
 /// The slice's Gumbel-max winner for the reply form `?temperature=T&seed=S`: a one-entry
-/// section (the winner's global id and logit) with the slice's max and log-sum-exp at `T`.
+/// section (the winner's global id and logit) with the slice's max and log-sum-exp at `T`. A
+/// row whose logit is `−∞` (adjusted out: [`crate::adjust`]) never wins: a slice with no other
+/// row answers no entry.
 pub fn slice_winner(
     logits: &[f32],
     row_start: u32,
@@ -93,6 +99,9 @@ pub fn slice_winner(
 ) -> TopK {
     let mut winner: Option<((u32, f32), f64)> = None;
     for (i, &z) in logits.iter().enumerate() {
+        if z == f32::NEG_INFINITY {
+            continue;
+        }
         let id = row_start + i as u32;
         let a = scaled(z, temperature);
         // Rounding is monotonic, so `a + g ≤ a + GUMBEL_MAX` for every noise `g`: a row below the
