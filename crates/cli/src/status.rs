@@ -5,8 +5,6 @@
 //! most of them serve). One table, or `--json` for cron and monitoring; the exit code says whether
 //! any shard has a problem, and the message names them.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 use clap::Args as ClapArgs;
 use cobordism_protocol::health::{short_hash, HealthReport, State};
@@ -41,14 +39,9 @@ pub struct Args {
     /// Print one JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Without endpoints: the deployment recorded in DIR (`cobordism deploy --state-dir`).
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = ".cobordism",
-        env = "COBORDISM_STATE_DIR"
-    )]
-    pub state_dir: PathBuf,
+    /// Without endpoints: the deployment recorded in `--state-dir`.
+    #[command(flatten)]
+    pub state: deploy::StateDirArg,
 }
 
 /// One line: a shard, or one of its Durable Objects (`replica`) with object residency.
@@ -113,7 +106,7 @@ pub fn run(a: &Args) -> Result<()> {
     let (urls, deployed) = if a.shards.given() {
         (a.shards.endpoints()?, None)
     } else {
-        let recorded = deploy::recorded(&a.state_dir)?;
+        let recorded = deploy::recorded(&a.state.state_dir)?;
         opts.token = opts.token.filter(|t| !t.is_empty()).or(recorded.token);
         (checked(recorded.urls)?, recorded.module_sha256)
     };

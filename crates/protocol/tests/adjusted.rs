@@ -11,9 +11,9 @@ mod support;
 use std::collections::HashMap;
 
 use cobordism_protocol::adjust::Adjust;
-use cobordism_protocol::sampling::{merge_winners, sample, Part, Sampled, Sampling, Undecided};
+use cobordism_protocol::sampling::{merge_winners, Sampled, Sampling, Undecided};
 use cobordism_protocol::{Form, Noise, TopK};
-use support::{chi_square, critical, cuts, logits, reference};
+use support::{chi_square, critical, cuts, logits, reference, sample_sections};
 
 /// The oracle: the rule of the module doc, token by token.
 fn adjusted(all: &[f32], a: &Adjust) -> Vec<f32> {
@@ -141,15 +141,7 @@ fn sharded(
         k,
         temperature: s.temperature,
     };
-    let got = answers(all, shards, &form, a);
-    let parts: Vec<Part> = got
-        .iter()
-        .map(|(section, rows)| Part {
-            section,
-            rows: *rows,
-        })
-        .collect();
-    sample(&parts, s, 0)
+    sample_sections(&answers(all, shards, &form, a), s)
 }
 
 #[test]

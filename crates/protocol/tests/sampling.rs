@@ -8,11 +8,9 @@
 
 mod support;
 
-use cobordism_protocol::sampling::{
-    merge_top_k, merge_winners, sample, Part, Sampled, Sampling, Undecided,
-};
+use cobordism_protocol::sampling::{merge_top_k, merge_winners, Sampled, Sampling, Undecided};
 use cobordism_protocol::{Form, Noise, TopK};
-use support::{chi_square, critical, cuts, kept, logits, reference};
+use support::{chi_square, critical, cuts, kept, logits, reference, sample_sections};
 
 /// What each shard answers for vector `v` in `form`.
 fn answers(all: &[f32], shards: usize, form: &Form) -> Vec<(TopK, usize)> {
@@ -49,15 +47,7 @@ fn from_top_k(all: &[f32], shards: usize, s: &Sampling, k: usize) -> Result<Samp
         k,
         temperature: s.temperature,
     };
-    let got = answers(all, shards, &form);
-    let parts: Vec<Part> = got
-        .iter()
-        .map(|(section, rows)| Part {
-            section,
-            rows: *rows,
-        })
-        .collect();
-    sample(&parts, s, 0)
+    sample_sections(&answers(all, shards, &form), s)
 }
 
 #[test]

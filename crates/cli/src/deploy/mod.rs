@@ -122,6 +122,13 @@ pub struct Args {
     /// The shard Worker's wrangler config, which every Worker's config is made from.
     #[arg(long, value_name = "FILE", default_value = "wrangler.toml")]
     pub config: PathBuf,
+    #[command(flatten)]
+    pub state: StateDirArg,
+}
+
+/// `--state-dir`: where a deployment's record, token and endpoint lists are.
+#[derive(ClapArgs, Debug)]
+pub struct StateDirArg {
     /// The directory of the record, the token and the endpoint lists (one per deployment).
     #[arg(
         long,
@@ -166,7 +173,7 @@ pub fn recorded(state_dir: &std::path::Path) -> Result<Recorded> {
 
 pub fn run(a: &Args) -> Result<()> {
     let state = StateDir {
-        dir: a.state_dir.clone(),
+        dir: a.state.state_dir.clone(),
     };
     let record = state.load()?;
     if !(a.rotate_token || a.finish_rotation || a.delete) {

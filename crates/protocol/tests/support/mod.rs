@@ -1,7 +1,8 @@
 //! What the sampling tests share: deterministic logits, the shards' cuts, the one-machine
 //! reference sample written out plainly over all the logits, and Pearson's chi-square.
 
-use cobordism_protocol::sampling::{score, Sampling};
+use cobordism_protocol::sampling::{sample, score, Part, Sampled, Sampling, Undecided};
+use cobordism_protocol::TopK;
 
 /// Deterministic logits with ties and a few repeated values (splitmix64 → [-8, 8) in 1/64 steps).
 pub fn logits(vocab: usize, seed: u64) -> Vec<f32> {
@@ -101,4 +102,16 @@ pub fn critical(df: usize) -> f64 {
     let d = df as f64;
     let z = 3.090_232; // the 99.9 % normal quantile
     d * (1.0 - 2.0 / (9.0 * d) + z * (2.0 / (9.0 * d)).sqrt()).powi(3)
+}
+
+/// `sample` over the shards' sections of one vector (`(section, rows)` in shard order).
+pub fn sample_sections(got: &[(TopK, usize)], s: &Sampling) -> Result<Sampled, Undecided> {
+    let parts: Vec<Part> = got
+        .iter()
+        .map(|(section, rows)| Part {
+            section,
+            rows: *rows,
+        })
+        .collect();
+    sample(&parts, s, 0)
 }
