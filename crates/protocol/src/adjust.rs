@@ -23,13 +23,12 @@
 //! **Wire layout** (version 1, little-endian), after the hidden vectors of a request: a `u32`
 //! version (1), a `u32` vector count (the request's `n`), then per vector:
 //!
-//! | field | type |
-//! |---|---|
-//! | flags (bit 0: an allowed set follows; other bits 0) | `u32` |
-//! | presence, frequency, repetition penalty | 3 × `f32` |
-//! | bias entries `b`, then `b` × (token `u32`, bias `f32`), tokens increasing | `u32` + 8·`b` |
-//! | history entries `h`, then `h` × (token `u32`, count `u32` ≥ 1), tokens increasing | `u32` + 8·`h` |
-//! | if flagged: ranges `a`, then `a` × (start `u32`, end `u32`), `start < end`, increasing and disjoint | `u32` + 8·`a` |
+//! 1. flags, `u32` (bit 0: an allowed set follows; the other bits 0);
+//! 2. the presence, frequency and repetition penalties, 3 × `f32`;
+//! 3. `b`, `u32`, then `b` bias entries (token `u32`, bias `f32`), tokens increasing;
+//! 4. `h`, `u32`, then `h` history entries (token `u32`, count `u32` ≥ 1), tokens increasing;
+//! 5. if flagged: `a`, `u32`, then `a` allowed ranges (start `u32`, end `u32`), `start < end`,
+//!    increasing and apart.
 //!
 //! Sparse lists and ranges keep a 4,096-token history at 32 KiB and most allowed sets (a
 //! grammar's handful of tokens, or all but a few) at a few hundred bytes.
