@@ -39,7 +39,6 @@ pub struct Args {
     /// Print one JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Without endpoints: the deployment recorded in `--state-dir`.
     #[command(flatten)]
     pub state: deploy::StateDirArg,
 }

@@ -40,8 +40,9 @@ use cobordism_protocol::ErrorCode;
 
 use crate::{Settings, ShardError};
 
-/// Where a shard's slice lives (`RESIDENCY`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where a shard's slice lives (`RESIDENCY`; serialized as its [`ResidencyMode::name`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ResidencyMode {
     /// In whichever isolate serves the request (`"isolate"`, the default).
     Isolate,

@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use toml::{Table, Value};
 
-use super::record::{Deployment, Residency};
+use super::record::Deployment;
+use cobordism_shard::ResidencyMode;
 
 /// The R2 binding the shards read the model through.
 const BUCKET_BINDING: &str = "LM_HEAD";
@@ -38,11 +39,22 @@ pub enum Role {
     Objects,
 }
 
+/// What ends the name of a shard's objects' Worker.
+const OBJECTS_SUFFIX: &str = "-objects";
+
 /// Shard `shard`'s Worker of `role` in a deployment named `name`.
 pub fn worker_name(name: &str, shard: usize, role: Role) -> String {
     match role {
         Role::Front => format!("{name}-s{shard}"),
-        Role::Objects => format!("{name}-s{shard}-objects"),
+        Role::Objects => format!("{name}-s{shard}{OBJECTS_SUFFIX}"),
+    }
+}
+
+/// The role of a Worker named by [`worker_name`].
+pub fn role_of(worker: &str) -> Role {
+    match worker.ends_with(OBJECTS_SUFFIX) {
+        true => Role::Objects,
+        false => Role::Front,
     }
 }
 
@@ -51,7 +63,7 @@ pub fn worker_name(name: &str, shard: usize, role: Role) -> String {
 pub fn workers(d: &Deployment) -> Vec<(usize, Role, String)> {
     let mut out = Vec::new();
     for shard in 0..d.shards {
-        if d.settings.residency == Residency::Object {
+        if d.settings.residency == ResidencyMode::Object {
             out.push((
                 shard,
                 Role::Objects,
@@ -180,10 +192,15 @@ impl Base {
     pub fn config(&self, d: &Deployment, shard: usize, role: Role) -> Result<Table> {
         ensure!(shard < d.shards, "shard {shard} of {}", d.shards);
         let mut t = self.table.clone();
-        for key in ["build", "env", "vars", "durable_objects", "migrations"] {
+        let per_worker = [
+            "vars",
+            "durable_objects",
+            "migrations",
+            "analytics_engine_datasets",
+        ];
+        for key in ["build", "env"].into_iter().chain(per_worker) {
             t.remove(key);
         }
-        t.remove("analytics_engine_datasets");
         let name = worker_name(&d.name, shard, role);
         t.insert("name".into(), name.into());
         let main = self.main()?;
@@ -195,13 +212,13 @@ impl Base {
         set_bucket(&mut t, &d.settings.bucket)?;
         let class = self.object_class()?;
         match (role, d.settings.residency) {
-            (Role::Front, Residency::Isolate) => {}
-            (Role::Front, Residency::Object) => {
+            (Role::Front, ResidencyMode::Isolate) => {}
+            (Role::Front, ResidencyMode::Object) => {
                 let objects = worker_name(&d.name, shard, Role::Objects);
                 let binding = object_binding(class, Some(&objects));
                 t.insert("durable_objects".into(), binding);
             }
-            (Role::Objects, Residency::Object) => {
+            (Role::Objects, ResidencyMode::Object) => {
                 t.insert("durable_objects".into(), object_binding(class, None));
                 let migrations = self.table.get("migrations").cloned();
                 let migrations = migrations.ok_or_else(|| self.missing("[[migrations]]"))?;
@@ -209,7 +226,7 @@ impl Base {
                 t.insert("workers_dev".into(), false.into());
                 t.insert("preview_urls".into(), false.into());
             }
-            (Role::Objects, Residency::Isolate) => {
+            (Role::Objects, ResidencyMode::Isolate) => {
                 bail!("isolate residency has no objects' Worker")
             }
         }
@@ -238,7 +255,7 @@ pub fn vars(d: &Deployment, shard: usize) -> Table {
         ("SHARD_COUNT", d.shards.to_string()),
         ("MODEL_PREFIX", s.prefix.clone()),
         ("MEMORY_BUDGET_MIB", s.budget_mib.to_string()),
-        ("RESIDENCY", s.residency.var().to_string()),
+        ("RESIDENCY", s.residency.name().to_string()),
         ("REPLICAS", s.replicas.to_string()),
         ("KEEP_WARM_S", s.keep_warm_s.to_string()),
     ];

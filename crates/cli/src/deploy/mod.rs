@@ -25,8 +25,9 @@ use anyhow::{Context, Result};
 use clap::{ArgGroup, Args as ClapArgs};
 
 use cloudflare::Account;
+use cobordism_shard::ResidencyMode;
 use record::StateDir;
-pub use record::{Deployment, Residency, RECORD_FILE};
+pub use record::{Deployment, RECORD_FILE};
 
 /// The state directory's endpoint lists: one URL a line (for the CLI's `--endpoints-from`), and
 /// one comma-separated line (for an inference Worker's `SHARD_URLS`).
@@ -78,8 +79,8 @@ pub struct Args {
     #[arg(long, value_name = "M")]
     pub budget_mib: Option<u64>,
     /// Where a shard's slice lives: each isolate, or the shard's Durable Object.
-    #[arg(long, value_enum)]
-    pub residency: Option<Residency>,
+    #[arg(long, value_name = "isolate|object", value_parser = residency)]
+    pub residency: Option<ResidencyMode>,
     /// Durable Objects per shard with object residency, chosen by the caller's session key.
     #[arg(long, value_name = "R")]
     pub replicas: Option<u32>,
@@ -169,6 +170,11 @@ pub fn recorded(state_dir: &std::path::Path) -> Result<Recorded> {
         module_sha256: record.build.map(|b| b.module_sha256),
         token: token::read(&state, token::CURRENT)?,
     })
+}
+
+/// `--residency`: a mode as the shard names it.
+fn residency(v: &str) -> Result<ResidencyMode, String> {
+    ResidencyMode::from_name(v).ok_or_else(|| format!("{v:?}: expected isolate or object"))
 }
 
 pub fn run(a: &Args) -> Result<()> {

@@ -13,28 +13,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use cobordism_shard::ResidencyMode;
+
 use crate::atomic;
 
 /// The record's file name in the state directory.
 pub const RECORD_FILE: &str = "deployment.toml";
-
-/// Where the slices live: the Worker's isolate, or the shard's Durable Object (`RESIDENCY`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Residency {
-    Isolate,
-    Object,
-}
-
-impl Residency {
-    /// The value of the `RESIDENCY` variable.
-    pub fn var(self) -> &'static str {
-        match self {
-            Residency::Isolate => "isolate",
-            Residency::Object => "object",
-        }
-    }
-}
 
 /// The settings every shard of a deployment shares.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -46,7 +30,7 @@ pub struct Settings {
     /// The wasm memory budget (`MEMORY_BUDGET_MIB`).
     pub budget_mib: u64,
     /// Where the slices live (`RESIDENCY`).
-    pub residency: Residency,
+    pub residency: ResidencyMode,
     /// Objects per shard with object residency (`REPLICAS`).
     pub replicas: u32,
     /// How long an object is held after its last request (`KEEP_WARM_S`).
@@ -224,7 +208,7 @@ pub fn example(shards: usize, workers: &[&str]) -> Deployment {
             bucket: "b".into(),
             prefix: "p".into(),
             budget_mib: 100,
-            residency: Residency::Object,
+            residency: ResidencyMode::Object,
             replicas: 1,
             keep_warm_s: 0,
             metrics: None,
@@ -249,7 +233,7 @@ mod tests {
                 bucket: "b".into(),
                 prefix: "p".into(),
                 budget_mib: 100,
-                residency: Residency::Object,
+                residency: ResidencyMode::Object,
                 replicas: 2,
                 keep_warm_s: 300,
                 metrics: Some("lm_head".into()),

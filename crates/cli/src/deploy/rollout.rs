@@ -17,9 +17,10 @@ use cobordism_protocol::{Precision, TOKEN_SECRET};
 
 use super::cloudflare::{Account, Cloudflare};
 use super::configs::{self, render, Base, Role};
-use super::record::{Build, Deployment, Residency, Rotation, StateDir};
+use super::record::{Build, Deployment, Rotation, StateDir};
 use super::{settings, teardown, token, Args, ENDPOINT_LISTS};
 use crate::logits::{warm_shard, Options};
+use cobordism_shard::ResidencyMode;
 
 /// How long an upgraded shard may take to load before the rollout stops.
 const WARM_LIMIT: Duration = Duration::from_secs(180);
@@ -123,8 +124,8 @@ fn deploy_all(
         if front {
             if let (Some(opts), Some(url)) = (warm, &url) {
                 let replicas = match d.settings.residency {
-                    Residency::Isolate => vec![None],
-                    Residency::Object => (0..d.settings.replicas).map(Some).collect(),
+                    ResidencyMode::Isolate => vec![None],
+                    ResidencyMode::Object => (0..d.settings.replicas).map(Some).collect(),
                 };
                 for replica in replicas {
                     warm_up(shard, url, replica, opts)?;
@@ -192,7 +193,7 @@ fn dry_run(base: &Base, d: &Deployment, out: &Path) -> Result<()> {
         s.bucket,
         s.prefix,
         s.budget_mib,
-        s.residency.var(),
+        s.residency.name(),
         s.replicas,
         s.keep_warm_s,
         s.metrics.as_deref().unwrap_or("none")

@@ -7,9 +7,10 @@ use anyhow::{bail, ensure, Context, Result};
 
 use cobordism_protocol::{PREVIOUS_TOKEN_SECRET, TOKEN_SECRET};
 
-use super::configs::{vars, Base, SETTING_VARS};
-use super::record::{Deployment, Residency, Rotation, Settings};
+use super::configs::{vars, worker_name, Base, Role, SETTING_VARS};
+use super::record::{Deployment, Rotation, Settings};
 use super::Args;
+use cobordism_shard::ResidencyMode;
 
 /// Workers an account may have (docs/PLATFORM.md, "Account limits").
 pub const MAX_WORKERS: usize = 500;
@@ -64,7 +65,7 @@ pub fn merge(
         s.budget_mib = v;
     }
     if let Some(v) = a.residency {
-        note("residency", s.residency.var().into(), v.var().into());
+        note("residency", s.residency.name().into(), v.name().into());
         s.residency = v;
     }
     if let Some(v) = a.replicas {
@@ -100,7 +101,7 @@ pub fn merge(
     }
     let s = &d.settings;
     let object_only = a.replicas.is_some() || a.keep_warm_s.is_some();
-    if object_only && s.residency == Residency::Isolate {
+    if object_only && s.residency == ResidencyMode::Isolate {
         changes
             .push("note: --replicas and --keep-warm-s matter with --residency object only".into());
     }
@@ -118,9 +119,10 @@ fn first(base: &Base) -> Result<Deployment> {
         })
     };
     let residency = match var("RESIDENCY") {
-        None | Some("isolate") => Residency::Isolate,
-        Some("object") => Residency::Object,
-        Some(other) => bail!("wrangler.toml: RESIDENCY = {other:?}: expected isolate or object"),
+        None => ResidencyMode::Isolate,
+        Some(v) => ResidencyMode::from_name(v).with_context(|| {
+            format!("wrangler.toml: RESIDENCY = {v:?}: expected isolate or object")
+        })?,
     };
     let settings = Settings {
         bucket: base.bucket()?.to_string(),
@@ -150,8 +152,8 @@ fn first(base: &Base) -> Result<Deployment> {
 pub fn check(d: &Deployment) -> Result<()> {
     let s = &d.settings;
     let scripts_per_shard = match s.residency {
-        Residency::Isolate => 1,
-        Residency::Object => 2,
+        ResidencyMode::Isolate => 1,
+        ResidencyMode::Object => 2,
     };
     let most = MAX_WORKERS / scripts_per_shard;
     ensure!(
@@ -165,7 +167,7 @@ pub fn check(d: &Deployment) -> Result<()> {
             "s, one with a class"
         }
     );
-    let longest = format!("{}-s{}-objects", d.name, d.shards - 1).len();
+    let longest = worker_name(&d.name, d.shards - 1, Role::Objects).len();
     ensure!(
         is_name(&d.name, |c| c.is_ascii_lowercase()
             || c.is_ascii_digit()

@@ -8,6 +8,7 @@
 use anyhow::{bail, Result};
 
 use super::cloudflare::{Cloudflare, Deleted};
+use super::configs::{role_of, Role};
 use super::record::{Deployment, StateDir};
 
 /// Deletes `doomed` (fronts before the objects' Workers they bind to), noting each in the
@@ -18,8 +19,9 @@ pub fn delete(
     record: &mut Deployment,
     doomed: &[String],
 ) -> Result<()> {
-    let mut ordered: Vec<&String> = doomed.iter().filter(|w| !w.ends_with("-objects")).collect();
-    ordered.extend(doomed.iter().filter(|w| w.ends_with("-objects")));
+    let (mut ordered, objects): (Vec<&String>, Vec<&String>) =
+        doomed.iter().partition(|w| role_of(w) == Role::Front);
+    ordered.extend(objects);
     let mut failed = Vec::new();
     for worker in ordered {
         match cf.delete_worker(worker) {
