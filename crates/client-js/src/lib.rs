@@ -172,7 +172,7 @@ pub fn query_string(
     } else {
         Precision::Exact
     };
-    Ok(Query { form, precision }.to_query())
+    Ok(Query::plain(form, precision).to_query())
 }
 
 /// The name of the header that carries a caller's session key (`cobordism_protocol::wire`): with

@@ -20,8 +20,9 @@
 //! Every step depends on the token's own values only, so a shard adjusting its rows gives the
 //! bits one machine adjusting the whole vocabulary gives, for any cut.
 //!
-//! **Wire layout** (version 1, little-endian), after the hidden vectors of a request: a `u32`
-//! version (1), a `u32` vector count (the request's `n`), then per vector:
+//! **Wire layout** (version 1, little-endian), after the hidden vectors of a request whose
+//! query says `adjust=LEN` (the section's bytes, at most [`MAX_ADJUST_BYTES`]): a `u32`
+//! version (1), a `u32` vector count (the request's `n`), then per vector a *record*:
 //!
 //! 1. flags, `u32` (bit 0: an allowed set follows; the other bits 0);
 //! 2. the presence, frequency and repetition penalties, 3 × `f32`;
@@ -44,6 +45,8 @@ pub const MAX_BIAS: usize = 4096;
 pub const MAX_HISTORY: usize = 65_536;
 /// Most allowed ranges per vector.
 pub const MAX_ALLOWED_RANGES: usize = 65_536;
+/// Most bytes of the adjustments' section of one request (all its vectors).
+pub const MAX_ADJUST_BYTES: usize = 1 << 20;
 
 /// The adjustments of one hidden vector.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -164,7 +167,31 @@ impl Adjust {
                 end_before = end;
             }
         }
+        if self.drawable(vocab) == 0 {
+            return refuse("every token is outside the allowed set or banned: none could be drawn");
+        }
         Ok(())
+    }
+
+    /// How many of the `vocab` tokens are allowed and not banned (a bias of `−∞`).
+    fn drawable(&self, vocab: u32) -> u64 {
+        let allowed = |t: u32| match &self.allowed {
+            None => true,
+            Some(ranges) => {
+                let i = ranges.partition_point(|r| r.1 <= t);
+                ranges.get(i).is_some_and(|r| r.0 <= t)
+            }
+        };
+        let size = match &self.allowed {
+            None => u64::from(vocab),
+            Some(ranges) => ranges.iter().map(|r| u64::from(r.1 - r.0)).sum(),
+        };
+        let banned = self
+            .bias
+            .iter()
+            .filter(|(t, b)| *b == f32::NEG_INFINITY && allowed(*t))
+            .count();
+        size - banned as u64
     }
 
     /// Applies the adjustments, in the order of the module doc, to `logits`: the rows
@@ -270,11 +297,52 @@ fn increasing(
 
 /// Writes the adjustments of `n` vectors in the wire layout.
 pub fn encode(adjusts: &[Adjust]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut word = |w: u32| out.extend_from_slice(&w.to_le_bytes());
-    word(ADJUST_VERSION);
-    word(adjusts.len() as u32);
+    let mut records = Vec::new();
     for a in adjusts {
+        a.encode_record(&mut records);
+    }
+    section(&records, adjusts.len())
+}
+
+/// The section of `n` vectors whose records, in vector order, are `records` (a caller merging
+/// requests concatenates their records).
+pub fn section(records: &[u8], n: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + records.len());
+    out.extend_from_slice(&ADJUST_VERSION.to_le_bytes());
+    out.extend_from_slice(&(n as u32).to_le_bytes());
+    out.extend_from_slice(records);
+    out
+}
+
+/// Appends to `body` (the encoded hidden vectors) the section of `adjusts`, one per vector,
+/// unless none adjusts anything: the query's `adjust` value (`None`: nothing appended).
+pub fn append_section(body: &mut Vec<u8>, adjusts: &[Adjust]) -> Option<usize> {
+    if adjusts.iter().all(Adjust::is_none) {
+        return None;
+    }
+    let section = encode(adjusts);
+    body.extend_from_slice(&section);
+    Some(section.len())
+}
+
+/// The vectors and the section of a request body whose query says `adjust=len` (`None`: the
+/// body is the vectors, and the section empty).
+pub fn split_body(body: &[u8], len: Option<usize>) -> Result<(&[u8], &[u8]), AdjustError> {
+    let len = len.unwrap_or(0);
+    match body.len().checked_sub(len) {
+        Some(at) => Ok(body.split_at(at)),
+        None => refuse(format!(
+            "adjust={len}, but the body has only {} bytes",
+            body.len()
+        )),
+    }
+}
+
+impl Adjust {
+    /// Appends this vector's record (the module's layout) to `out`.
+    pub fn encode_record(&self, out: &mut Vec<u8>) {
+        let a = self;
+        let mut word = |w: u32| out.extend_from_slice(&w.to_le_bytes());
         word(u32::from(a.allowed.is_some()));
         for v in [a.presence, a.frequency, a.repetition] {
             word(v.to_bits());
@@ -297,7 +365,6 @@ pub fn encode(adjusts: &[Adjust]) -> Vec<u8> {
             }
         }
     }
-    out
 }
 
 /// Reads the wire layout: the adjustments of `n` vectors, each checked against `vocab`.
@@ -508,6 +575,45 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_vector_with_no_token_left_is_refused() {
+        let banned = |tokens: &[u32]| tokens.iter().map(|&t| (t, f32::NEG_INFINITY)).collect();
+        let all_banned = Adjust {
+            bias: banned(&[0, 1, 2]),
+            ..Adjust::none()
+        };
+        assert!(all_banned.validate(3).unwrap_err().0.contains("none could"));
+        assert!(all_banned.validate(4).is_ok(), "token 3 is left");
+        let allowed_banned = Adjust {
+            bias: banned(&[1, 5, 6]),
+            allowed: Some(vec![(1, 2), (5, 7)]),
+            ..Adjust::none()
+        };
+        assert!(allowed_banned.validate(10).is_err());
+        let one_left = Adjust {
+            bias: banned(&[0, 5, 6]),
+            ..allowed_banned
+        };
+        assert!(one_left.validate(10).is_ok(), "token 1 is left");
+    }
+
+    #[test]
+    fn a_body_carries_its_section_after_the_vectors() {
+        let mut body = vec![7u8; 12];
+        assert_eq!(append_section(&mut body, &[Adjust::none()]), None);
+        assert_eq!(body.len(), 12, "nothing to adjust: no section");
+        let adjusts = [Adjust::none(), example()];
+        let len = append_section(&mut body, &adjusts).unwrap();
+        let (vectors, adjustments) = split_body(&body, Some(len)).unwrap();
+        assert_eq!(vectors, &[7u8; 12]);
+        assert_eq!(decode(adjustments, 2, 10).unwrap(), adjusts);
+        assert_eq!(split_body(&body, None).unwrap().1, &[] as &[u8]);
+        assert!(split_body(&body, Some(body.len() + 1)).is_err());
+        let mut records = Vec::new();
+        adjusts.iter().for_each(|a| a.encode_record(&mut records));
+        assert_eq!(section(&records, 2), encode(&adjusts));
     }
 
     #[test]

@@ -16,7 +16,10 @@
 //! ```
 //!
 //! A shard holds at most [`MemoryNeed::bodies_in_flight`] bodies at once (the rest are asked to
-//! retry), and a slice *fits* a budget when at least [`MIN_BODIES_IN_FLIGHT`] bodies do. Sizes
+//! retry), and a slice *fits* a budget when at least [`MIN_BODIES_IN_FLIGHT`] bodies do. A body
+//! that ends with adjustments ([`crate::adjust`]) counts as [`MemoryNeed::body_slots`] bodies:
+//! its section is held as received and, while its pass computes, decoded (at most as many bytes
+//! again), so the need above holds whatever the requests carry. Sizes
 //! saturate instead of wrapping: an absurd shape needs `u64::MAX` bytes and fits nothing.
 
 use kquant::QuantType;
@@ -70,6 +73,13 @@ impl MemoryNeed {
     /// The need of one shard of a validated manifest.
     pub fn of_shard(manifest: &Manifest, entry: &ShardEntry) -> MemoryNeed {
         MemoryNeed::of(manifest.dtype, manifest.hidden, entry.row_count)
+    }
+
+    /// The bodies a request counts as: one for its vectors, and room for its adjustments'
+    /// section of `adjust` bytes twice (as received and decoded).
+    pub fn body_slots(&self, adjust: usize) -> u64 {
+        let bytes = self.body.saturating_add((adjust as u64).saturating_mul(2));
+        bytes.div_ceil(self.body.max(1))
     }
 
     /// Everything but request bodies.
@@ -146,6 +156,17 @@ mod tests {
             need.bodies_in_flight(mib_to_bytes(DEFAULT_BUDGET_MIB).unwrap()),
             MAX_BODIES_IN_FLIGHT
         );
+    }
+
+    #[test]
+    fn adjustments_count_as_bodies_twice_their_size() {
+        let need = MemoryNeed::of(QuantType::Q6K, 256, 100);
+        assert_eq!(need.body, 8192);
+        assert_eq!(need.body_slots(0), 1);
+        assert_eq!(need.body_slots(1), 2);
+        assert_eq!(need.body_slots(4096), 2);
+        assert_eq!(need.body_slots(4097), 3);
+        assert_eq!(need.body_slots(usize::MAX), u64::MAX.div_ceil(8192));
     }
 
     #[test]

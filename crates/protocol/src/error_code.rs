@@ -59,6 +59,8 @@ error_codes! {
     BadQuery = "bad_query", 400, None;
     /// `precision` is not `exact` or `int8`.
     BadPrecision = "bad_precision", 400, None;
+    /// `adjust` or the adjustments' section at the end of the body is wrong.
+    BadAdjust = "bad_adjust", 400, None;
     /// The bearer token is missing or wrong.
     Unauthorized = "unauthorized", 401, None;
     /// No such route.

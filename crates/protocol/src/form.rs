@@ -20,7 +20,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::adjust::Adjust;
+use crate::adjust::{Adjust, MAX_ADJUST_BYTES};
 use crate::sampling::{check_temperature, log_sum_exp, slice_winner, temperature_error};
 use crate::{encode_f32, parse_top_k, ErrorCode, Precision, TopK, MAX_BATCH, MAX_TOP_K};
 
@@ -125,26 +125,31 @@ impl core::fmt::Display for FormError {
 
 impl std::error::Error for FormError {}
 
-/// What a request's query asks for: the reply form and the precision.
+/// What a request's query asks for: the reply form, the precision, and whether the body ends
+/// with adjustments.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Query {
     /// The reply form.
     pub form: Form,
     /// `?precision=` (default exact).
     pub precision: Precision,
+    /// `?adjust=LEN`: the body's last `LEN` bytes are the adjustments of its vectors
+    /// ([`crate::adjust`]'s wire layout); `None`: the body is the vectors alone.
+    pub adjust: Option<usize>,
 }
 
 impl Query {
     /// Reads a query's `(key, value)` pairs (already percent-decoded). Any parameter given twice
     /// is refused (`bad_query`), whatever its name: a repeated value is never silently dropped.
-    /// Parameters other than `top_k`, `temperature`, `seed`, `seeds`, `tokens` and `precision`
-    /// are ignored.
+    /// Parameters other than `top_k`, `temperature`, `seed`, `seeds`, `tokens`, `precision` and
+    /// `adjust` are ignored.
     pub fn parse<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Query, FormError> {
         let mut seen = BTreeSet::new();
         let (mut top_k, mut temperature, mut seed, mut seeds, mut tokens, mut precision) =
             (None, None, None, None, None, None);
+        let mut adjust = None;
         for (key, value) in pairs {
             if !seen.insert(key) {
                 return Err(refuse(
@@ -159,6 +164,7 @@ impl Query {
                 "seeds" => seeds = Some(value),
                 "tokens" => tokens = Some(value),
                 "precision" => precision = Some(value),
+                "adjust" => adjust = Some(value),
                 _ => {}
             }
         }
@@ -174,18 +180,35 @@ impl Query {
             (None, None) => None,
         };
         let form = Form::from_values(top_k, temperature, noise, tokens)?;
-        Ok(Query { form, precision })
+        let adjust = adjust.map(parse_adjust_len).transpose()?;
+        Ok(Query {
+            form,
+            precision,
+            adjust,
+        })
+    }
+
+    /// The query of plain vectors (no adjustments).
+    pub fn plain(form: Form, precision: Precision) -> Query {
+        Query {
+            form,
+            precision,
+            adjust: None,
+        }
     }
 
     /// The query string that asks for this (without `?`; empty for all logits, exactly):
     /// [`Query::parse`] reads it back. The precision is written only when it is not the default.
     pub fn to_query(&self) -> String {
-        let form = self.form.query();
-        match self.precision {
-            Precision::Exact => form,
-            Precision::Int8 if form.is_empty() => "precision=int8".into(),
-            Precision::Int8 => format!("{form}&precision=int8"),
+        let mut parts = vec![self.form.query()];
+        if self.precision == Precision::Int8 {
+            parts.push("precision=int8".into());
         }
+        if let Some(len) = self.adjust {
+            parts.push(format!("adjust={len}"));
+        }
+        parts.retain(|p| !p.is_empty());
+        parts.join("&")
     }
 }
 
@@ -407,6 +430,20 @@ fn parse_noise(list: &str) -> Result<Vec<(u64, u32)>, FormError> {
     }
 }
 
+/// `adjust=LEN`: the section's bytes, from 1 to [`MAX_ADJUST_BYTES`].
+fn parse_adjust_len(value: &str) -> Result<usize, FormError> {
+    match value.parse::<usize>() {
+        Ok(len) if (1..=MAX_ADJUST_BYTES).contains(&len) => Ok(len),
+        _ => Err(refuse(
+            ErrorCode::BadAdjust,
+            format!(
+                "adjust must be the byte length of the adjustments at the end of the body, from \
+                 1 to {MAX_ADJUST_BYTES}, not {value:?}"
+            ),
+        )),
+    }
+}
+
 /// `ID,ID,…`: 1 to [`MAX_TOP_K`] token ids.
 fn parse_tokens(value: &str) -> Result<Vec<u32>, FormError> {
     let ids: Result<Vec<u32>, _> = value.split(',').map(str::parse).collect();
@@ -493,18 +530,23 @@ mod tests {
         ] {
             assert_eq!(parse(&form.query()), Ok(form.clone()));
             for precision in [Precision::Exact, Precision::Int8] {
-                let query = Query {
-                    form: form.clone(),
-                    precision,
-                };
-                assert_eq!(parse_query(&query.to_query()), Ok(query));
+                for adjust in [None, Some(1), Some(MAX_ADJUST_BYTES)] {
+                    let query = Query {
+                        form: form.clone(),
+                        precision,
+                        adjust,
+                    };
+                    assert_eq!(parse_query(&query.to_query()), Ok(query));
+                }
             }
         }
-        let int8 = Query {
-            form: Form::Logits,
-            precision: Precision::Int8,
-        };
+        let int8 = Query::plain(Form::Logits, Precision::Int8);
         assert_eq!(int8.to_query(), "precision=int8");
+        let adjusted = Query {
+            adjust: Some(40),
+            ..Query::plain(Form::Logits, Precision::Exact)
+        };
+        assert_eq!(adjusted.to_query(), "adjust=40");
     }
 
     #[test]
@@ -543,6 +585,11 @@ mod tests {
             ("tokens=", "bad_tokens"),
             ("tokens=1,,2", "bad_tokens"),
             ("tokens=4294967296", "bad_tokens"),
+            ("adjust=0", "bad_adjust"),
+            ("adjust=-1", "bad_adjust"),
+            ("adjust=", "bad_adjust"),
+            ("top_k=1&adjust=1048577", "bad_adjust"),
+            ("adjust=4&adjust=4", "bad_query"),
         ] {
             assert_eq!(
                 parse(query).map_err(|e| e.code.name()),

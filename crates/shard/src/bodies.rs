@@ -1,10 +1,16 @@
 //! Request bodies, received into a bounded pool of buffers.
 //!
-//! A body is read only once the slice is resident, so its cap is exact (`MAX_BATCH · 4 · hidden`),
-//! and at most `limit` bodies are held at once, `limit` being what the memory budget leaves
-//! (`cobordism_protocol::MemoryNeed::bodies_in_flight`). A request that finds every slot taken
-//! gets `503 busy` with `Retry-After` instead of memory: many slow uploads can delay callers,
-//! never exhaust the isolate.
+//! A body is read only once the slice is resident, so its cap is exact (`MAX_BATCH · 4 · hidden`,
+//! plus the adjustments' section its query declares), and the pool holds at most `limit` *slots*
+//! of memory at once, `limit` being what the memory budget leaves
+//! (`cobordism_protocol::MemoryNeed::bodies_in_flight`), a slot being room for one body of
+//! vectors. A body of vectors takes one slot; one with adjustments takes the slots
+//! `MemoryNeed::body_slots` counts (room for its section twice: as received, and decoded while
+//! its pass computes). A request that finds too few slots free gets `503 busy` with
+//! `Retry-After` instead of memory: many slow uploads can delay callers, never exhaust the
+//! isolate. Idle buffers count too (wasm memory is never given back to the system, but a freed
+//! buffer is reused by the next allocation): when a claim would take the held slots past the
+//! limit, idle buffers are freed first.
 //!
 //! The buffers belong to the pool, not to the requests. When a client goes away the runtime may
 //! simply never resume its request (the future is not polled again, so nothing is dropped); a
@@ -26,6 +32,8 @@ pub const STALL_MS: f64 = 10_000.0;
 struct Slot {
     /// The lease holding it, 0 when free.
     lease: u64,
+    /// Slots of memory its buffer counts for (0: no buffer).
+    weight: usize,
     buf: Vec<u8>,
     last_progress_ms: f64,
 }
@@ -65,39 +73,55 @@ fn lost() -> ShardError {
 }
 
 impl BodyPool {
-    /// Claims a slot among the first `limit` with room for `cap` bytes, or answers `503 busy`
-    /// (`503 out_of_memory` if the buffer cannot be reserved).
-    pub fn acquire(&self, limit: usize, cap: usize, now_ms: f64) -> Result<Body, ShardError> {
+    /// Claims `weight` slots of the `limit` the budget allows, for a body of at most `cap`
+    /// bytes, or answers `503 busy` (`503 out_of_memory` if the buffer cannot be reserved). A
+    /// body that made no progress for [`STALL_MS`] gives its slots up first. The caller refuses
+    /// a `weight` over `limit` itself (no wait could make room for it).
+    pub fn acquire(
+        &self,
+        limit: usize,
+        weight: usize,
+        cap: usize,
+        now_ms: f64,
+    ) -> Result<Body, ShardError> {
         let mut pool = self.0.borrow_mut();
-        // Idle slots past a lowered limit (a new slice) give their memory back.
-        while pool.slots.len() > limit && pool.slots.last().is_some_and(|s| s.lease == 0) {
-            pool.slots.pop();
+        for slot in &mut pool.slots {
+            if slot.lease != 0 && stalled(slot.last_progress_ms, now_ms, STALL_MS) {
+                slot.lease = 0;
+            }
         }
-        let free = pool
+        let held: usize = pool
             .slots
             .iter()
-            .take(limit)
-            .position(|s| s.lease == 0 || stalled(s.last_progress_ms, now_ms, STALL_MS));
-        let index = match free {
+            .filter(|s| s.lease != 0)
+            .map(|s| s.weight)
+            .sum();
+        if held + weight > limit {
+            return Err(busy());
+        }
+        let index = match pool.slots.iter().position(|s| s.lease == 0) {
             Some(i) => i,
-            None if pool.slots.len() < limit => {
+            None => {
                 pool.slots.push(Slot {
                     lease: 0,
+                    weight: 0,
                     buf: Vec::new(),
                     last_progress_ms: now_ms,
                 });
                 pool.slots.len() - 1
             }
-            None => return Err(busy()),
         };
         pool.leases += 1;
         let lease = pool.leases;
         let slot = &mut pool.slots[index];
         slot.buf.clear();
         slot.buf.shrink_to(cap);
+        slot.weight = 0;
         reserve(&mut slot.buf, cap, format_args!("{cap} bytes for a body"))?;
+        slot.weight = weight;
         slot.lease = lease;
         slot.last_progress_ms = now_ms;
+        pool.free_idle_past(limit);
         Ok(Body {
             pool: self.clone(),
             index,
@@ -109,6 +133,31 @@ impl BodyPool {
     pub fn in_flight(&self) -> usize {
         let pool = self.0.borrow();
         pool.slots.iter().filter(|s| s.lease != 0).count()
+    }
+}
+
+impl Slots {
+    /// Frees idle buffers, last first, until all the slots' weights are within `limit`, and
+    /// drops the idle slots left empty at the end.
+    fn free_idle_past(&mut self, limit: usize) {
+        let mut total: usize = self.slots.iter().map(|s| s.weight).sum();
+        for slot in self.slots.iter_mut().rev() {
+            if total <= limit {
+                break;
+            }
+            if slot.lease == 0 && slot.weight > 0 {
+                total -= slot.weight;
+                slot.weight = 0;
+                slot.buf = Vec::new();
+            }
+        }
+        while self
+            .slots
+            .last()
+            .is_some_and(|s| s.lease == 0 && s.weight == 0)
+        {
+            self.slots.pop();
+        }
     }
 }
 
@@ -178,9 +227,12 @@ mod tests {
     #[test]
     fn at_most_limit_bodies_then_busy_and_drop_frees() {
         let pool = BodyPool::default();
-        let a = pool.acquire(2, 8, 0.0).unwrap();
-        let b = pool.acquire(2, 8, 0.0).unwrap();
-        assert_eq!(pool.acquire(2, 8, 0.0).err().unwrap().code, ErrorCode::Busy);
+        let a = pool.acquire(2, 1, 8, 0.0).unwrap();
+        let b = pool.acquire(2, 1, 8, 0.0).unwrap();
+        assert_eq!(
+            pool.acquire(2, 1, 8, 0.0).err().unwrap().code,
+            ErrorCode::Busy
+        );
         assert_eq!(pool.in_flight(), 2);
         a.push(b"1234", 8, 1.0).unwrap();
         a.push(b"5678", 8, 1.0).unwrap();
@@ -190,7 +242,7 @@ mod tests {
         );
         assert_eq!(a.with(|bytes| bytes.to_vec()).unwrap(), b"12345678");
         drop(a);
-        let c = pool.acquire(2, 8, 0.0).unwrap();
+        let c = pool.acquire(2, 1, 8, 0.0).unwrap();
         assert!(
             c.with(<[u8]>::is_empty).unwrap(),
             "a reused buffer starts empty"
@@ -202,16 +254,16 @@ mod tests {
     #[test]
     fn a_stalled_body_loses_its_slot_to_the_next_request() {
         let pool = BodyPool::default();
-        let stalled = pool.acquire(1, 8, 0.0).unwrap();
+        let stalled = pool.acquire(1, 1, 8, 0.0).unwrap();
         stalled.push(b"12", 8, 100.0).unwrap();
         assert_eq!(
-            pool.acquire(1, 8, 100.0 + STALL_MS - 1.0)
+            pool.acquire(1, 1, 8, 100.0 + STALL_MS - 1.0)
                 .err()
                 .unwrap()
                 .code,
             ErrorCode::Busy
         );
-        let next = pool.acquire(1, 8, 100.0 + STALL_MS).unwrap();
+        let next = pool.acquire(1, 1, 8, 100.0 + STALL_MS).unwrap();
         assert_eq!(
             stalled.push(b"3", 8, 0.0).unwrap_err().code,
             ErrorCode::BodyStalled
@@ -225,10 +277,42 @@ mod tests {
     #[test]
     fn a_lowered_limit_gives_idle_buffers_back() {
         let pool = BodyPool::default();
-        let held: Vec<Body> = (0..4).map(|_| pool.acquire(4, 16, 0.0).unwrap()).collect();
+        let held: Vec<Body> = (0..4)
+            .map(|_| pool.acquire(4, 1, 16, 0.0).unwrap())
+            .collect();
         drop(held);
-        let one = pool.acquire(1, 16, 0.0).unwrap();
+        let one = pool.acquire(1, 1, 16, 0.0).unwrap();
         assert_eq!(pool.0.borrow().slots.len(), 1);
         drop(one);
+    }
+
+    /// All the slots' weights, leased or idle.
+    fn weights(pool: &BodyPool) -> usize {
+        pool.0.borrow().slots.iter().map(|s| s.weight).sum()
+    }
+
+    #[test]
+    fn a_body_with_adjustments_takes_its_slots_and_idle_memory_stays_within_the_limit() {
+        let pool = BodyPool::default();
+        let big = pool.acquire(4, 3, 48, 0.0).unwrap();
+        assert_eq!(
+            pool.acquire(4, 2, 32, 0.0).err().unwrap().code,
+            ErrorCode::Busy
+        );
+        let small = pool.acquire(4, 1, 16, 0.0).unwrap();
+        assert_eq!(
+            pool.acquire(4, 1, 16, 0.0).err().unwrap().code,
+            ErrorCode::Busy
+        );
+        drop(big);
+        let others: Vec<Body> = (0..3)
+            .map(|_| pool.acquire(4, 1, 16, 0.0).unwrap())
+            .collect();
+        assert_eq!(weights(&pool), 4);
+        drop(others);
+        assert_eq!(weights(&pool), 4, "idle buffers are kept for reuse");
+        let big = pool.acquire(4, 3, 48, 0.0).unwrap();
+        assert_eq!(weights(&pool), 4, "idle buffers freed to make room");
+        drop((big, small));
     }
 }

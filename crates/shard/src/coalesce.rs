@@ -33,17 +33,25 @@
 //! computed with the others' (the runtime may keep a request it never resumes), or leaves the
 //! queue with its body buffer the moment the runtime drops the request.
 //!
+//! A request whose body ends with adjustments (`?adjust=LEN`: an allowed set, logit bias,
+//! penalties; `cobordism_protocol::adjust`) has them checked when it queues (a bad section
+//! fails alone, at once) and applied by the pass to its own logits only, before its answer is
+//! encoded: requests with and without adjustments share a pass, and each gets the bits it gets
+//! alone.
+//!
 //! Memory stays what `cobordism_protocol::MemoryNeed` counts: a waiting job holds the body
-//! buffer it was received into (so the body pool still bounds how many wait), and one pass at a
-//! time holds the decoded vectors and logits of at most `MAX_BATCH` vectors.
+//! buffer it was received into (so the body pool still bounds how many wait; a body with
+//! adjustments holds the slots of its section twice), and one pass at a time holds the decoded
+//! vectors and logits of at most `MAX_BATCH` vectors and the decoded adjustments of one job.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::rc::Rc;
 
+use cobordism_protocol::adjust::{self, split_body, Adjust, AdjustError};
 use cobordism_protocol::{
-    check_hidden, decode_hidden_into, ErrorCode, Form, HiddenError, Precision, MAX_BATCH,
+    check_hidden, decode_hidden_into, ErrorCode, HiddenError, Query, MAX_BATCH,
 };
 
 use crate::bodies::Body;
@@ -78,8 +86,7 @@ type Slot = Rc<RefCell<Option<Result<Answer, ShardError>>>>;
 
 /// A request waiting for a pass.
 struct Job {
-    precision: Precision,
-    form: Form,
+    query: Query,
     body: Body,
     /// The hidden size the body was checked against, and its vectors.
     hidden: usize,
@@ -163,7 +170,7 @@ impl Coalescer {
     }
 
     /// The answer to one request whose body has been received into `body`: checked against the
-    /// resident slice (a bad body fails alone, at once), then computed in a pass with whatever
+    /// resident slice (a bad body or adjustments' section fails alone, at once), then computed in a pass with whatever
     /// requests are ready. With `next_turn` (coalescing on: a future that completes on the
     /// event loop's next turn), the request first awaits one turn so that requests whose bodies
     /// arrived meanwhile join, and more turns (at most [`MAX_TURNS`]) while the pass is not full
@@ -174,20 +181,25 @@ impl Coalescer {
         &self,
         shard: &Shard,
         (arrival, body): (Arrival, Body),
-        (precision, form): (Precision, Form),
+        query: Query,
         next_turn: Option<impl Fn() -> Y>,
         now: fn() -> f64,
     ) -> Result<Answer, ShardError> {
-        let hidden = shard
-            .with_resident(|r| r.manifest.hidden)
+        let (hidden, vocab) = shard
+            .with_resident(|r| (r.manifest.hidden, r.manifest.vocab))
             .ok_or_else(|| slice_loading(REPLACED))?;
-        let n = body.with(|bytes| check_hidden(bytes, hidden))?;
-        let n = n.map_err(refused)?;
+        let n = body.with(|bytes| {
+            let (vectors, section) = split_body(bytes, query.adjust).map_err(bad_adjust)?;
+            let n = check_hidden(vectors, hidden).map_err(refused)?;
+            if query.adjust.is_some() {
+                adjust::decode(section, n, vocab as u32).map_err(bad_adjust)?;
+            }
+            Ok::<_, ShardError>(n)
+        })??;
         body.complete();
         let answer: Slot = Rc::default();
         self.queue.borrow_mut().push_back(Job {
-            precision,
-            form,
+            query,
             body,
             hidden,
             n,
@@ -244,10 +256,15 @@ impl Coalescer {
                 )?;
                 for job in &jobs {
                     job.body
-                        .with(|bytes| decode_hidden_into(bytes, hidden, &mut xs))?
+                        .with(|bytes| {
+                            let (vectors, _) = split_body(bytes, job.query.adjust)?;
+                            Ok(decode_hidden_into(vectors, hidden, &mut xs))
+                        })?
+                        .map_err(bad_adjust)?
                         .map_err(refused)?;
                 }
-                let logits = r.logits(&xs, vectors, jobs[0].precision)?;
+                let mut logits = r.logits(&xs, vectors, jobs[0].query.precision)?;
+                let vocab = r.manifest.vocab as u32;
                 let (rows, row_start) = (r.entry.row_count, r.entry.row_start);
                 let mut at = 0;
                 Ok(jobs
@@ -260,9 +277,14 @@ impl Coalescer {
                         } else {
                             at
                         };
-                        let mine = &logits[from * rows..(from + job.n) * rows];
+                        let mine = &mut logits[from * rows..(from + job.n) * rows];
                         at += job.n;
-                        let payload = job.form.encode(mine, rows, row_start as u32)?;
+                        let adjusts = job.adjusts(vocab)?;
+                        let form = &job.query.form;
+                        let payload = match adjusts {
+                            None => form.encode(mine, rows, row_start as u32)?,
+                            Some(a) => form.encode_adjusted(mine, rows, row_start as u32, &a)?,
+                        };
                         Ok(Answer {
                             payload,
                             n: job.n,
@@ -301,14 +323,14 @@ impl Coalescer {
     /// The next pass's jobs: the oldest job and the later ones of its precision that fit.
     fn next_jobs(&self) -> Vec<Job> {
         let mut queue = self.queue.borrow_mut();
-        let Some(precision) = queue.front().map(|j| j.precision) else {
+        let Some(precision) = queue.front().map(|j| j.query.precision) else {
             return Vec::new();
         };
         let (mut taken, mut vectors, mut i) = (Vec::new(), 0, 0);
         while i < queue.len() && vectors < MAX_BATCH {
             let job = &queue[i];
             // The must-fail build "mixed_precision" lets every precision into the pass.
-            let same = job.precision == precision || cfg!(shard_perturb = "mixed_precision");
+            let same = job.query.precision == precision || cfg!(shard_perturb = "mixed_precision");
             if same && vectors + job.n <= MAX_BATCH {
                 vectors += job.n;
                 taken.extend(queue.remove(i));
@@ -317,6 +339,21 @@ impl Coalescer {
             }
         }
         taken
+    }
+}
+
+impl Job {
+    /// Its adjustments, one per vector, decoded from the end of its body (checked when it
+    /// queued); `None` when it has none.
+    fn adjusts(&self, vocab: u32) -> Result<Option<Vec<Adjust>>, ShardError> {
+        if self.query.adjust.is_none() {
+            return Ok(None);
+        }
+        let decoded = self.body.with(|bytes| {
+            let (_, section) = split_body(bytes, self.query.adjust)?;
+            adjust::decode(section, self.n, vocab)
+        })?;
+        decoded.map(Some).map_err(bad_adjust)
     }
 }
 
@@ -334,6 +371,11 @@ impl Drop for Waiting<'_> {
             .borrow_mut()
             .retain(|j| !Rc::ptr_eq(&j.answer, self.answer));
     }
+}
+
+/// `400 bad_adjust` for an adjustments' section that is wrong.
+fn bad_adjust(e: AdjustError) -> ShardError {
+    ShardError::new(ErrorCode::BadAdjust, e.0)
 }
 
 /// `400` for a body that is not `n` finite hidden vectors.

@@ -4,10 +4,13 @@
 //!
 //! 1. the request counts as arriving ([`crate::Coalescer::arrive`]: passes wait for it);
 //! 2. its framing headers are judged ([`crate::declared_length`], against the largest body any
-//!    manifest allows);
+//!    manifest allows, plus the adjustments' section the query declares);
 //! 3. the slice is made resident (the host's wait, [`crate::wait_resident`]);
-//! 4. the declared length is checked against this slice's exact cap (`413` before a byte is read);
-//! 5. a body buffer is claimed within the memory budget (`503 busy` when all are taken);
+//! 4. the declared length is checked against this slice's exact cap (`413` before a byte is
+//!    read), and a section too large for the memory this shard keeps for bodies is refused
+//!    (`413`: no wait could make room for it);
+//! 5. a body buffer is claimed within the memory budget (`503 busy` when all are taken; a body
+//!    with adjustments claims the slots `MemoryNeed::body_slots` counts);
 //! 6. the body is read into it, chunk by chunk, stopping past the cap; none or an empty one is
 //!    `411 length_required`;
 //! 7. the request joins a pass ([`crate::Coalescer::answer`]).
@@ -95,21 +98,35 @@ impl Isolate<'_> {
         Y: Future<Output = ()>,
     {
         let arrival = self.passes.arrive();
+        let section = query.adjust.unwrap_or(0);
         let declared = declared_length(
             framing.content_length,
             framing.transfer_encoding,
-            MAX_BODY_BYTES,
+            MAX_BODY_BYTES + section,
         )?;
         let residency = resident().await?;
-        let (hidden, slots) = self
+        let (hidden, slots, weight) = self
             .shard
-            .with_resident(|r| (r.manifest.hidden, r.need.bodies_in_flight(cfg.budget_bytes)))
+            .with_resident(|r| {
+                let need = &r.need;
+                let weight = need.body_slots(section);
+                (
+                    r.manifest.hidden,
+                    need.bodies_in_flight(cfg.budget_bytes),
+                    weight,
+                )
+            })
             .ok_or_else(|| slice_loading(REPLACED))?;
-        let cap = max_body_bytes(hidden as u64) as usize;
+        let cap = max_body_bytes(hidden as u64) as usize + section;
         if declared.is_some_and(|n| n > cap as u64) && !cfg!(shard_perturb = "body_first") {
             return Err(too_large(cap));
         }
-        let buffer = self.bodies.acquire(slots as usize, cap, now())?;
+        if weight > slots {
+            return Err(section_too_large(section, weight, slots));
+        }
+        let buffer = self
+            .bodies
+            .acquire(slots as usize, weight as usize, cap, now())?;
         if let Some(body) = body {
             let mut body = core::pin::pin!(body);
             while let Some(chunk) = body.next().await {
@@ -125,13 +142,7 @@ impl Isolate<'_> {
         let started = now();
         let answer = self
             .passes
-            .answer(
-                self.shard,
-                (arrival, buffer),
-                (query.precision, query.form.clone()),
-                next_turn,
-                now,
-            )
+            .answer(self.shard, (arrival, buffer), query.clone(), next_turn, now)
             .await?;
         Ok(Served {
             answer,
@@ -139,4 +150,15 @@ impl Isolate<'_> {
             compute_ms: now() - started,
         })
     }
+}
+
+/// `413` for adjustments whose section needs more body memory than the shard keeps.
+fn section_too_large(section: usize, weight: u64, slots: u64) -> ShardError {
+    ShardError::new(
+        ErrorCode::PayloadTooLarge,
+        format!(
+            "the adjustments' {section} bytes need the memory of {weight} request bodies; this \
+             shard holds {slots} at once: send fewer adjustments per request"
+        ),
+    )
 }

@@ -7,7 +7,8 @@ use std::future::Future;
 use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
 
-use cobordism_protocol::{Form, Precision};
+use cobordism_protocol::adjust::{append_section, Adjust};
+use cobordism_protocol::{Form, Precision, Query, TopK};
 use cobordism_shard::{Answer, Body, BodyPool, Coalescer, Host, Shard, ShardError, MAX_TURNS};
 use kquant::synth::SplitMix64;
 
@@ -46,8 +47,9 @@ fn hidden(seed: u64, n: usize) -> Vec<u8> {
 
 /// A body received into `pool`.
 fn received(pool: &BodyPool, bytes: &[u8]) -> Result<Body, ShardError> {
-    let body = pool.acquire(64, CAP, 0.0)?;
-    body.push(bytes, CAP, 0.0)?;
+    let cap = bytes.len().max(CAP);
+    let body = pool.acquire(64, 1, cap, 0.0)?;
+    body.push(bytes, cap, 0.0)?;
     Ok(body)
 }
 
@@ -56,6 +58,17 @@ struct Ask {
     bytes: Vec<u8>,
     precision: Precision,
     form: Form,
+    /// The bytes of the adjustments' section at the end of `bytes`.
+    adjust: Option<usize>,
+}
+
+impl Ask {
+    fn query(&self) -> Query {
+        Query {
+            adjust: self.adjust,
+            ..Query::plain(self.form.clone(), self.precision)
+        }
+    }
 }
 
 fn ask(seed: u64, n: usize) -> Ask {
@@ -63,6 +76,7 @@ fn ask(seed: u64, n: usize) -> Ask {
         bytes: hidden(seed, n),
         precision: Precision::Exact,
         form: Form::Logits,
+        adjust: None,
     }
 }
 
@@ -74,7 +88,7 @@ fn alone(shard: &Shard, a: &Ask) -> Result<Answer, ShardError> {
     block_on(c.answer(
         shard,
         (c.arrive(), body),
-        (a.precision, a.form.clone()),
+        a.query(),
         None::<fn() -> YieldOnce>,
         clock,
     ))
@@ -91,7 +105,7 @@ fn start<'a>(
     Box::pin(c.answer(
         shard,
         (c.arrive(), body),
-        (a.precision, a.form.clone()),
+        a.query(),
         Some(YieldOnce::default),
         clock,
     ))
@@ -110,7 +124,7 @@ fn together(shard: &Shard, asks: &[Ask]) -> (Vec<Result<Answer, ShardError>>, Co
                 c.answer(
                     shard,
                     (c.arrive(), body?),
-                    (a.precision, a.form.clone()),
+                    a.query(),
                     Some(YieldOnce::default),
                     clock,
                 )
@@ -306,7 +320,7 @@ fn waiting_bodies_count_against_the_pool() {
     let mut futures: Vec<_> = asks
         .iter()
         .map(|a| {
-            let body = pool.acquire(2, CAP, 0.0);
+            let body = pool.acquire(2, 1, CAP, 0.0);
             let c = &c;
             let shard = &shard;
             Box::pin(async move {
@@ -315,7 +329,7 @@ fn waiting_bodies_count_against_the_pool() {
                 c.answer(
                     shard,
                     (c.arrive(), body),
-                    (a.precision, a.form.clone()),
+                    a.query(),
                     Some(YieldOnce::default),
                     clock,
                 )
@@ -335,7 +349,7 @@ fn waiting_bodies_count_against_the_pool() {
         "the third finds both buffers held by waiting requests"
     );
     // A waiting body is never taken over as stalled, however long its pass takes to come.
-    assert!(pool.acquire(2, CAP, 1e12).is_err());
+    assert!(pool.acquire(2, 1, CAP, 1e12).is_err());
     futures.pop();
     let answers: Vec<_> = futures.into_iter().map(block_on).collect();
     assert!(answers.iter().all(Result::is_ok));
@@ -353,7 +367,7 @@ fn a_version_switch_while_requests_wait_gives_the_new_versions_bits() {
     let mut waiting = pin!(c.answer(
         &shard,
         (c.arrive(), body),
-        (r.precision, r.form.clone()),
+        r.query(),
         Some(YieldOnce::default),
         clock
     ));
@@ -378,13 +392,13 @@ fn a_request_waits_for_requests_on_their_way_but_not_forever() {
     let mut fa = pin!(c.answer(
         &shard,
         (c.arrive(), body_a),
-        (a.precision, a.form.clone()),
+        a.query(),
         Some(YieldOnce::default),
         clock
     ));
     // b has arrived and its body is on its way: a keeps yielding instead of computing alone.
     let arrival_b = c.arrive();
-    let body_b = pool.acquire(64, CAP, 0.0).unwrap();
+    let body_b = pool.acquire(64, 1, CAP, 0.0).unwrap();
     body_b.push(&b.bytes[..100], CAP, 0.0).unwrap();
     for _ in 0..4 {
         assert!(poll_once(fa.as_mut()).is_pending());
@@ -394,7 +408,7 @@ fn a_request_waits_for_requests_on_their_way_but_not_forever() {
     let mut fb = pin!(c.answer(
         &shard,
         (arrival_b, body_b),
-        (b.precision, b.form.clone()),
+        b.query(),
         Some(YieldOnce::default),
         clock
     ));
@@ -414,7 +428,7 @@ fn a_request_waits_for_requests_on_their_way_but_not_forever() {
     let mut fd = pin!(c.answer(
         &shard,
         (c.arrive(), body_d),
-        (d.precision, d.form.clone()),
+        d.query(),
         Some(YieldOnce::default),
         clock
     ));
@@ -463,4 +477,127 @@ fn under_load_a_pass_waits_its_turns_to_fill_up_a_lone_caller_does_not() {
     // ...after which the isolate is no longer loaded: the next lone caller waits one turn.
     let (e, n) = polls(start(&ask(5, 1)));
     assert_eq!((e.unwrap().pass_vectors, n), (1, 2));
+}
+
+/// `ask(seed, n)` in `form` with a section of `adjusts` (one per vector) after the vectors.
+fn adjusted(seed: u64, form: &str, adjusts: &[Adjust]) -> Ask {
+    let mut bytes = hidden(seed, adjusts.len());
+    let adjust = append_section(&mut bytes, adjusts);
+    Ask {
+        bytes,
+        form: Form::parse(form.split('&').filter_map(|p| p.split_once('='))).unwrap(),
+        adjust,
+        ..ask(seed, adjusts.len())
+    }
+}
+
+fn floats(payload: &[u8]) -> Vec<f32> {
+    payload
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+#[test]
+fn each_request_keeps_its_own_adjustments_in_a_shared_pass() {
+    let m = model(6, 2);
+    let (_store, shard) = shard_of(&m);
+    let allow_5_to_9 = Adjust {
+        allowed: Some(vec![(5, 9)]),
+        bias: vec![(6, 2.0)],
+        ..Adjust::none()
+    };
+    let only_7 = Adjust {
+        allowed: Some(vec![(7, 8)]),
+        ..Adjust::none()
+    };
+    let penalized = Adjust {
+        presence: 0.5,
+        frequency: 0.25,
+        repetition: 1.5,
+        history: Adjust::count_history(&[3, 3, 40, 1]),
+        ..Adjust::none()
+    };
+    let asks = vec![
+        ask(1, 1),
+        adjusted(2, "", &[allow_5_to_9.clone(), Adjust::none()]),
+        adjusted(3, "temperature=0.9&seed=4", &[only_7]),
+        adjusted(4, "top_k=5", &[penalized]),
+        adjusted(2, "", &[Adjust::none(), allow_5_to_9]),
+    ];
+    let (answers, c) = together(&shard, &asks);
+    assert_eq!(
+        c.stats().passes(),
+        1,
+        "adjusted and plain requests share a pass"
+    );
+    for (a, got) in asks.iter().zip(&answers) {
+        assert_eq!(
+            bits(got.as_ref().unwrap()),
+            bits(&alone(&shard, a).unwrap())
+        );
+    }
+    // The oracle: the plain logits of the same vectors, adjusted by hand.
+    let plain = floats(&alone(&shard, &ask(2, 2)).unwrap().payload);
+    let rows = plain.len() / 2;
+    for (answer, adjusted_vector) in [(1, 0), (4, 1)] {
+        let got = floats(&answers[answer].as_ref().unwrap().payload);
+        for (i, (&z, &want)) in got.iter().zip(&plain).enumerate() {
+            let (v, row) = (i / rows, i % rows);
+            let want = match row {
+                _ if v != adjusted_vector => want,
+                6 => want + 2.0,
+                5..=8 => want,
+                _ => f32::NEG_INFINITY,
+            };
+            assert_eq!(
+                z.to_bits(),
+                want.to_bits(),
+                "answer {answer}, vector {v}, row {row}"
+            );
+        }
+    }
+    let winner = TopK::decode_all(&answers[2].as_ref().unwrap().payload).unwrap();
+    assert_eq!(winner[0].entries[0].0, 7, "the only allowed token wins");
+}
+
+#[test]
+fn a_bad_adjustments_section_fails_alone() {
+    let m = model(7, 2);
+    let (_store, shard) = shard_of(&m);
+    let past_vocab = adjusted(
+        2,
+        "top_k=2",
+        &[Adjust {
+            history: vec![(common::VOCAB as u32, 1)],
+            ..Adjust::none()
+        }],
+    );
+    let mut cut = adjusted(
+        3,
+        "top_k=2",
+        &[Adjust {
+            presence: 1.0,
+            ..Adjust::none()
+        }],
+    );
+    cut.bytes.pop();
+    cut.adjust = cut.adjust.map(|len| len - 1);
+    let mut longer = adjusted(
+        4,
+        "",
+        &[Adjust {
+            presence: 1.0,
+            ..Adjust::none()
+        }],
+    );
+    longer.adjust = Some(longer.bytes.len() + 1);
+    let asks = vec![ask(1, 1), past_vocab, cut, longer, ask(5, 1)];
+    let (answers, c) = together(&shard, &asks);
+    for (i, why) in [(1, "vocabulary"), (2, "end early"), (3, "body has only")] {
+        let e = answers[i].as_ref().unwrap_err();
+        assert_eq!(e.code.name(), "bad_adjust");
+        assert!(e.detail.contains(why), "{}", e.detail);
+    }
+    assert_eq!(c.stats().by_vectors[1], 1, "the two good ones in one pass");
 }

@@ -186,6 +186,7 @@ fn an_answer_writes_the_documented_point() {
             temperature: 1.0,
         },
         precision: Precision::Int8,
+        adjust: None,
     };
     let point = served(&store, &shard, &top_k).metric_point(&cfg, &top_k);
     assert_eq!(point.index, "shard-0");
@@ -201,6 +202,7 @@ fn an_answer_writes_the_documented_point() {
     let logits = Query {
         form: Form::Logits,
         precision: Precision::Exact,
+        adjust: None,
     };
     let point = served(&store, &shard, &logits).metric_point(&cfg, &logits);
     assert_eq!(point.blobs[..3], ["200", "hit", "exact"].map(String::from));

@@ -6,6 +6,7 @@ mod common;
 use std::cell::Cell;
 use std::future::Ready;
 
+use cobordism_protocol::adjust::{append_section, Adjust, MAX_ADJUST_BYTES};
 use cobordism_protocol::wire::header;
 use cobordism_protocol::{Form, Precision, Query};
 use cobordism_shard::{
@@ -17,6 +18,7 @@ use futures_util::stream::{self, StreamExt};
 const LOGITS: Query = Query {
     form: Form::Logits,
     precision: Precision::Exact,
+    adjust: None,
 };
 
 /// What the pipeline was asked to do: waits for the slice, body chunks read.
@@ -26,12 +28,24 @@ struct Calls {
     chunks: Cell<u32>,
 }
 
-/// One request over `shard` and `store` with these framing headers and body chunks.
+/// One request for all logits over `shard` and `store` with these framing headers and body
+/// chunks.
 fn serve(
     shard: &Shard,
     store: &Store,
     framing: Framing,
     body: Option<Vec<Vec<u8>>>,
+    calls: &Calls,
+) -> Result<Served, ShardError> {
+    serve_query(&LOGITS, shard, store, (framing, body), calls)
+}
+
+/// [`serve`] of `query`.
+fn serve_query(
+    query: &Query,
+    shard: &Shard,
+    store: &Store,
+    (framing, body): (Framing, Option<Vec<Vec<u8>>>),
     calls: &Calls,
 ) -> Result<Served, ShardError> {
     let (passes, bodies, cfg) = (Coalescer::new(), BodyPool::default(), settings(2));
@@ -51,7 +65,7 @@ fn serve(
         })
     });
     let no_turns: Option<fn() -> Ready<()>> = None;
-    block_on(isolate.lm_head(&cfg, &LOGITS, framing, resident, body, no_turns, || 0.0))
+    block_on(isolate.lm_head(&cfg, query, framing, resident, body, no_turns, || 0.0))
 }
 
 fn uploaded(seed: u64) -> (Store, Shard, Model) {
@@ -105,6 +119,60 @@ fn a_length_over_the_slices_cap_is_413_before_a_byte_of_the_body_is_read() {
         "payload_too_large"
     );
     assert_eq!(calls.chunks.get(), 0, "the body was read");
+}
+
+#[test]
+fn a_body_may_carry_the_adjustments_its_query_declares_within_the_memory_for_bodies() {
+    let (store, shard, m) = uploaded(45);
+    let mut body = vec![0u8; 8 * 4 * HIDDEN];
+    let allowed = Adjust {
+        allowed: Some(vec![(1, 2)]),
+        ..Adjust::none()
+    };
+    let len = append_section(&mut body, &vec![allowed; 8]);
+    let query = Query {
+        adjust: len,
+        ..LOGITS
+    };
+    let length = body.len().to_string();
+    let framing = Framing {
+        content_length: Some(&length),
+        transfer_encoding: None,
+    };
+    let calls = Calls::default();
+    let served = serve_query(&query, &shard, &store, (framing, Some(vec![body])), &calls);
+    let rows = m.manifest.shards[0].row_count;
+    let logits = served.unwrap().answer.payload;
+    assert_eq!(
+        logits.len(),
+        8 * 4 * rows,
+        "eight vectors, the section not one of them"
+    );
+    assert_eq!(logits[4..8], 0f32.to_le_bytes(), "token 1 allowed");
+    assert_eq!(
+        logits[..4],
+        f32::NEG_INFINITY.to_le_bytes(),
+        "token 0 masked"
+    );
+    // A section the shard's memory for bodies cannot hold (the default budget keeps 64 bodies of
+    // 8 KiB): refused from the query before a byte is read.
+    let query = Query {
+        adjust: Some(MAX_ADJUST_BYTES),
+        ..LOGITS
+    };
+    let calls = Calls::default();
+    let framing = Framing::default();
+    let e = serve_query(
+        &query,
+        &shard,
+        &store,
+        (framing, Some(vec![vec![0; 4]])),
+        &calls,
+    );
+    let e = e.err().unwrap();
+    assert_eq!(e.code.name(), "payload_too_large");
+    assert!(e.detail.contains("send fewer adjustments"), "{}", e.detail);
+    assert_eq!(calls.chunks.get(), 0);
 }
 
 #[test]

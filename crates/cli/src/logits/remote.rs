@@ -94,6 +94,7 @@ pub fn fetch(
             let query = Query {
                 form: form.clone(),
                 precision: opts.precision,
+                adjust: None,
             }
             .to_query();
             let sep = if query.is_empty() { "" } else { "?" };
