@@ -15,6 +15,7 @@
 //!
 //! Files are written whole or not at all (`atomic`, and `slice`'s own commit of many files).
 
+pub mod adjust_flags;
 mod atomic;
 pub mod demo;
 pub mod deploy;

@@ -8,15 +8,21 @@
 //! the filters, else from all the logits.
 //! Temperature 0 is greedy decoding (each shard's top-1). The math is
 //! `cobordism_protocol::sampling`; `--local` runs the same on locally computed shard answers.
+//!
+//! Logit bias, the penalties and an allowed set ([`AdjustFlags`]) travel with every request:
+//! each shard adjusts its own logits before it answers, so every form above — and the
+//! log-probabilities printed — is of the adjusted logits.
 
 use anyhow::{anyhow, ensure, Result};
 use clap::{ArgGroup, Args as ClapArgs};
+use cobordism_protocol::adjust::Adjust;
 use cobordism_protocol::sampling::{
     check_probability, check_temperature, logprobs, merge_log_sum_exp, merge_top_k, merge_winners,
     sample, sample_all, Part, Sampled, Sampling, MAX_TEMPERATURE, MIN_TEMPERATURE,
 };
 use cobordism_protocol::{top_k_ladder, Form, Manifest, Noise, TopK, MAX_TOP_K};
 
+use crate::adjust_flags::AdjustFlags;
 use crate::logits::{assemble, print_timings, sections, Input, Source};
 use crate::tokens::Vocabulary;
 
@@ -30,9 +36,13 @@ Examples:
       --temperature 0.8 --seed 42
   cobordism sample --manifest m/manifest.json --endpoints-from endpoints.txt --hidden h.f32 \\
       --temperature 1 --top-p 0.9 --seed 7
+  cobordism sample --manifest slices/tiny/manifest.json --local --hidden-seed 1 --seed 3 \\
+      --logit-bias 17:2.5,40:-inf --history 5,9,5 --presence-penalty 0.4 --allow 0..500
 
 The same --seed gives the same token locally and from any number of shards. Use one seed per
-decoding step.")]
+decoding step. Bias, penalties and --allow change the logits before temperature and the
+filters (llama.cpp's order: allowed set, bias, repetition penalty, frequency and presence
+penalties); the printed logit and logprob are the adjusted ones.")]
 pub struct SampleArgs {
     #[command(flatten)]
     pub source: Source,
@@ -53,6 +63,8 @@ pub struct SampleArgs {
     /// Keep tokens at least P times as likely as the most likely one.
     #[arg(long, value_name = "P", value_parser = |s: &str| probability_arg("min-p", s))]
     pub min_p: Option<f64>,
+    #[command(flatten)]
+    pub adjust: AdjustFlags,
 }
 
 /// `--temperature`: 0 (greedy) or a temperature the shards take; a bad one is a usage error.
@@ -90,11 +102,12 @@ pub fn run_sample(args: &SampleArgs) -> Result<()> {
         top_p: args.top_p,
         min_p: args.min_p,
     };
+    let adjust = args.adjust.adjust(manifest.vocab)?;
     let (sampled, how) = if args.temperature == 0.0 {
-        greedy(&args.source, &manifest, &hidden)?
+        greedy(&args.source, &manifest, &hidden, &adjust)?
     } else {
         s.validate().map_err(anyhow::Error::msg)?;
-        draw(&args.source, &manifest, &hidden, &s)?
+        draw(&args.source, &manifest, (&hidden, &adjust), &s)?
     };
     let text = Vocabulary::load(args.source.dir())?.map_or(String::new(), |v| {
         format!("  text {}", v.shown(sampled.token))
@@ -107,15 +120,17 @@ pub fn run_sample(args: &SampleArgs) -> Result<()> {
 }
 
 /// The most likely token (ties: the smaller id) and its log-probability at temperature 1.
-fn greedy(source: &Source, manifest: &Manifest, hidden: &[f32]) -> Result<(Sampled, String)> {
-    let (replies, timings) = source.ask(
-        manifest,
-        hidden,
-        &Form::TopK {
-            k: 1,
-            temperature: 1.0,
-        },
-    )?;
+fn greedy(
+    source: &Source,
+    manifest: &Manifest,
+    hidden: &[f32],
+    adjust: &Adjust,
+) -> Result<(Sampled, String)> {
+    let top_1 = Form::TopK {
+        k: 1,
+        temperature: 1.0,
+    };
+    let (replies, timings) = source.ask(manifest, hidden, (&top_1, adjust))?;
     let sections = sections(replies);
     show(timings.as_deref());
     let refs: Vec<&TopK> = sections.iter().collect();
@@ -136,7 +151,7 @@ fn greedy(source: &Source, manifest: &Manifest, hidden: &[f32]) -> Result<(Sampl
 fn draw(
     source: &Source,
     manifest: &Manifest,
-    hidden: &[f32],
+    (hidden, adjust): (&[f32], &Adjust),
     s: &Sampling,
 ) -> Result<(Sampled, String)> {
     if !s.filtered() {
@@ -144,7 +159,7 @@ fn draw(
             temperature: s.temperature,
             noise: Noise::Seed(s.seed),
         };
-        let (replies, timings) = source.ask(manifest, hidden, &form)?;
+        let (replies, timings) = source.ask(manifest, hidden, (&form, adjust))?;
         show(timings.as_deref());
         let winner = merge_winners(&sections(replies), s, 0)
             .ok_or_else(|| anyhow!("every shard's answer is empty: no winner to draw from"))?;
@@ -156,7 +171,7 @@ fn draw(
             k,
             temperature: s.temperature,
         };
-        let (replies, timings) = source.ask(manifest, hidden, &form)?;
+        let (replies, timings) = source.ask(manifest, hidden, (&form, adjust))?;
         show(timings.as_deref());
         let sections = sections(replies);
         let parts: Vec<Part> = sections
@@ -172,7 +187,7 @@ fn draw(
             Err(e) => why = e.0,
         }
     }
-    let (replies, timings) = source.ask(manifest, hidden, &Form::Logits)?;
+    let (replies, timings) = source.ask(manifest, hidden, (&Form::Logits, adjust))?;
     show(timings.as_deref());
     let all = assemble(manifest, replies);
     let sampled = sample_all(&all, s, 0).map_err(anyhow::Error::msg)?;
@@ -195,7 +210,9 @@ fn show(timings: Option<&[crate::logits::ShardTiming]>) {
     group(ArgGroup::new("source").required(true).args(["endpoint", "endpoints_from", "local"])),
     after_long_help = "\
 Each shard sends the logits of the asked tokens in its rows plus its log-sum-exp; the
-log-probability is z/T − ln Σ exp(z/T) over the whole vocabulary.
+log-probability is z/T − ln Σ exp(z/T) over the whole vocabulary. With bias, penalties or
+--allow, of the adjusted logits (as OpenAI's logprobs with logit_bias): -inf for a token
+outside the allowed set or banned.
 
 Example:
   cobordism logprobs --manifest slices/tiny/manifest.json --local --hidden-seed 1 \
@@ -211,6 +228,8 @@ pub struct LogprobsArgs {
     /// Temperature of the distribution, from 0.01 to 1000.
     #[arg(long, value_name = "T", default_value_t = 1.0)]
     pub temperature: f32,
+    #[command(flatten)]
+    pub adjust: AdjustFlags,
 }
 
 /// Runs `cobordism logprobs`.
@@ -230,11 +249,12 @@ pub fn run_logprobs(args: &LogprobsArgs) -> Result<()> {
     Sampling::plain(args.temperature, 0)
         .validate()
         .map_err(anyhow::Error::msg)?;
+    let adjust = args.adjust.adjust(manifest.vocab)?;
     let form = Form::Tokens {
         tokens: args.tokens.clone(),
         temperature: args.temperature,
     };
-    let (replies, timings) = args.source.ask(&manifest, &hidden, &form)?;
+    let (replies, timings) = args.source.ask(&manifest, &hidden, (&form, &adjust))?;
     show(timings.as_deref());
     let sections = sections(replies);
     let lps = logprobs(&sections, &args.tokens, args.temperature);

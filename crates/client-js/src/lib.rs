@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+use cobordism_protocol::adjust::{self, Given};
 use cobordism_protocol::sampling::{self, Part, Sampled, Sampling};
 use cobordism_protocol::wire::header;
 use cobordism_protocol::{Form, Noise, Precision, Query, Tile, TopK};
@@ -126,7 +127,9 @@ pub fn answer_header_names() -> Vec<String> {
 /// by `cobordism_protocol::Query::to_query`: `tokens` (non-empty: their logits), else `topK`
 /// (non-zero: the top K), else `seeds` (non-empty: a Gumbel-max sample; one seed without
 /// `vectors` is `seed=S`, else vector `j` draws `(seeds[j], vectors[j])`), else all logits.
-/// `temperature` is the form's (absent: 1); `int8` asks for the int8 kernels.
+/// `temperature` is the form's (absent: 1); `int8` asks for the int8 kernels; `adjust` is the
+/// byte length of the adjustments' section at the end of the body (absent: none).
+#[allow(clippy::too_many_arguments)]
 #[wasm_bindgen(js_name = queryString)]
 pub fn query_string(
     tokens: Vec<u32>,
@@ -135,6 +138,7 @@ pub fn query_string(
     vectors: Vec<u32>,
     temperature: Option<f32>,
     int8: bool,
+    adjust: Option<u32>,
 ) -> Result<String, JsError> {
     let temperature = temperature.unwrap_or(1.0);
     let form = if !tokens.is_empty() {
@@ -172,7 +176,66 @@ pub fn query_string(
     } else {
         Precision::Exact
     };
-    Ok(Query::plain(form, precision).to_query())
+    let query = Query {
+        adjust: adjust.map(|len| len as usize),
+        ..Query::plain(form, precision)
+    };
+    Ok(query.to_query())
+}
+
+/// The record of one hidden vector's adjustments (`cobordism_protocol::adjust`: logit bias as
+/// `biasTokens[i]` → `biasValues[i]`, the presence, frequency and repetition penalties over the
+/// `history` of tokens so far, repeats counted, and the `allowed` tokens, absent for all), or
+/// an empty array when they adjust nothing. Throws what the shards would refuse, but for token
+/// ids past their vocabulary (which they name).
+#[allow(clippy::too_many_arguments)]
+#[wasm_bindgen(js_name = adjustRecord)]
+pub fn adjust_record(
+    presence: f32,
+    frequency: f32,
+    repetition: f32,
+    bias_tokens: Vec<u32>,
+    bias_values: Vec<f32>,
+    history: Vec<u32>,
+    allowed: Option<Vec<u32>>,
+) -> Result<Vec<u8>, JsError> {
+    if bias_tokens.len() != bias_values.len() {
+        return Err(JsError::new(
+            "adjustRecord: bias tokens and values differ in length",
+        ));
+    }
+    let given = Given {
+        bias: bias_tokens.into_iter().zip(bias_values).collect(),
+        presence,
+        frequency,
+        repetition,
+        history,
+        allowed,
+    };
+    let adjust = given
+        .adjust(u32::MAX)
+        .map_err(|e| JsError::new(&e.to_string()))?;
+    let mut record = Vec::new();
+    if !adjust.is_none() {
+        adjust.encode_record(&mut record);
+    }
+    Ok(record)
+}
+
+/// The adjustments' section of a request of `n` vectors whose records, in vector order, are
+/// `records` (each from `adjustRecord`; `noAdjustRecord` for a vector without); it goes after
+/// the hidden vectors, its length in the query's `adjust`.
+#[wasm_bindgen(js_name = adjustSection)]
+pub fn adjust_section(records: &[u8], n: usize) -> Vec<u8> {
+    adjust::section(records, n)
+}
+
+/// The record of a vector that adjusts nothing (in a request where others do).
+#[wasm_bindgen(js_name = noAdjustRecord)]
+pub fn no_adjust_record() -> Vec<u8> {
+    let mut record = Vec::new();
+    adjust::Adjust::none().encode_record(&mut record);
+    record
 }
 
 /// The name of the header that carries a caller's session key (`cobordism_protocol::wire`): with

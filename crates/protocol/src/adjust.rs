@@ -66,6 +66,58 @@ pub struct Adjust {
     pub allowed: Option<Vec<(u32, u32)>>,
 }
 
+/// The adjustments of one vector as a caller gives them: token lists (a history with repeats,
+/// an allowed set in any order) rather than the counted and ranged lists of [`Adjust`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Given {
+    /// `(token, bias)` in any order, each token once.
+    pub bias: Vec<(u32, f32)>,
+    /// [`Adjust::presence`].
+    pub presence: f32,
+    /// [`Adjust::frequency`].
+    pub frequency: f32,
+    /// [`Adjust::repetition`].
+    pub repetition: f32,
+    /// The tokens so far, repeats counted.
+    pub history: Vec<u32>,
+    /// The tokens that may be drawn, in any order; `None`: every token.
+    pub allowed: Option<Vec<u32>>,
+}
+
+impl Default for Given {
+    fn default() -> Given {
+        Given {
+            bias: Vec::new(),
+            presence: 0.0,
+            frequency: 0.0,
+            repetition: 1.0,
+            history: Vec::new(),
+            allowed: None,
+        }
+    }
+}
+
+impl Given {
+    /// The [`Adjust`] it makes, checked against a vocabulary of `vocab` tokens.
+    pub fn adjust(self, vocab: u32) -> Result<Adjust, AdjustError> {
+        let mut bias = self.bias;
+        bias.sort_by_key(|e| e.0);
+        if let Some(pair) = bias.windows(2).find(|w| w[0].0 == w[1].0) {
+            return refuse(format!("the logit bias gives token {} twice", pair[0].0));
+        }
+        let adjust = Adjust {
+            bias,
+            presence: self.presence,
+            frequency: self.frequency,
+            repetition: self.repetition,
+            history: Adjust::count_history(&self.history),
+            allowed: self.allowed.as_deref().map(Adjust::ranges_of),
+        };
+        adjust.validate(vocab)?;
+        Ok(adjust)
+    }
+}
+
 /// Why adjustments were refused.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdjustError(pub String);
@@ -614,6 +666,27 @@ mod tests {
         let mut records = Vec::new();
         adjusts.iter().for_each(|a| a.encode_record(&mut records));
         assert_eq!(section(&records, 2), encode(&adjusts));
+    }
+
+    #[test]
+    fn given_lists_make_the_sorted_counted_ranged_adjustment() {
+        let given = Given {
+            bias: vec![(9, -1.0), (2, f32::NEG_INFINITY)],
+            presence: 0.5,
+            history: vec![4, 7, 4],
+            allowed: Some(vec![9, 0, 1, 2]),
+            ..Given::default()
+        };
+        let a = given.clone().adjust(10).unwrap();
+        assert_eq!(a.bias, vec![(2, f32::NEG_INFINITY), (9, -1.0)]);
+        assert_eq!(a.history, vec![(4, 2), (7, 1)]);
+        assert_eq!(a.allowed, Some(vec![(0, 3), (9, 10)]));
+        assert!(Given::default().adjust(10).unwrap().is_none());
+        let twice = Given {
+            bias: vec![(3, 1.0), (3, 2.0)],
+            ..given
+        };
+        assert!(twice.adjust(10).unwrap_err().0.contains("twice"));
     }
 
     #[test]

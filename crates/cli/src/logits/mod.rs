@@ -6,7 +6,8 @@
 //!
 //! [`Source`] is what `logits`, `sample` and `logprobs` share: where the answers come from. The
 //! local path computes every logit and then cuts each shard's answer with the same
-//! `cobordism_protocol::Form::encode` the shard runs, so local and remote agree by construction.
+//! `cobordism_protocol::Form::encode_adjusted` the shard runs (with the same adjustments), so
+//! local and remote agree by construction.
 
 mod local;
 mod remote;
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{ArgGroup, Args as ClapArgs};
+use cobordism_protocol::adjust::Adjust;
 use cobordism_protocol::health::State;
 use cobordism_protocol::sampling::{log_sum_exp, merge_log_sum_exp, merge_top_k};
 use cobordism_protocol::{decode_hidden, encode_f32, Form, Manifest, Precision, TopK, MAX_TOP_K};
@@ -162,37 +164,45 @@ impl Source {
         }
     }
 
-    /// Every shard's answer to `form` for `hidden`, in shard order, and (from the Workers) how
-    /// each request went.
+    /// Every shard's answer to `form` for `hidden` with its logits adjusted by `adjust`, in
+    /// shard order, and (from the Workers) how each request went.
     pub fn ask(
         &self,
         manifest: &Manifest,
         hidden: &[f32],
-        form: &Form,
+        (form, adjust): (&Form, &Adjust),
     ) -> Result<(Vec<Reply>, Option<Vec<ShardTiming>>)> {
         if self.local {
             let all = local::compute(manifest, self.dir(), hidden, self.precision())?;
-            return Ok((local_replies(manifest, &all, form)?, None));
+            return Ok((local_replies(manifest, &all, form, adjust)?, None));
         }
         let opts = self.shards.options(self.precision());
         let endpoints = self.shards.endpoints()?;
-        let (replies, timings) = remote::fetch(manifest, &endpoints, hidden, &opts, form)?;
+        let asked = (form, adjust);
+        let (replies, timings) = remote::fetch(manifest, &endpoints, hidden, &opts, asked)?;
         Ok((replies, Some(timings)))
     }
 }
 
-/// Each shard's answer cut from all the logits, by the shard's own encoding.
-fn local_replies(manifest: &Manifest, all: &[f32], form: &Form) -> Result<Vec<Reply>> {
+/// Each shard's answer cut from all the logits, adjusted and encoded by the shard's own code.
+fn local_replies(
+    manifest: &Manifest,
+    all: &[f32],
+    form: &Form,
+    adjust: &Adjust,
+) -> Result<Vec<Reply>> {
     manifest
         .shards
         .iter()
         .map(|s| {
-            let rows = &all[s.row_start..s.row_start + s.row_count];
+            let mut rows = all[s.row_start..s.row_start + s.row_count].to_vec();
             // The shard's own encoding also refuses what the shard refuses (a logit or a
             // log-sum-exp that is not finite), with the same words.
-            let bytes = form.encode(rows, s.row_count, s.row_start as u32)?;
+            let adjusts = std::slice::from_ref(adjust);
+            let bytes =
+                form.encode_adjusted(&mut rows, s.row_count, s.row_start as u32, adjusts)?;
             if *form == Form::Logits {
-                return Ok(Reply::Logits(rows.to_vec()));
+                return Ok(Reply::Logits(rows));
             }
             let mut sections = TopK::decode_all(&bytes)?;
             Ok(Reply::Section(sections.remove(0)))
@@ -276,7 +286,9 @@ pub fn run(args: &Args) -> Result<()> {
             temperature: 1.0,
         }
     };
-    let (replies, timings) = args.source.ask(&manifest, &hidden, &form)?;
+    let (replies, timings) = args
+        .source
+        .ask(&manifest, &hidden, (&form, &Adjust::none()))?;
     let logits = full.then(|| assemble(&manifest, replies.clone()));
     let (top, lse) = match &logits {
         Some(all) => (TopK::compute(all, 0, k).entries, log_sum_exp(all, 1.0)),

@@ -19,6 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
+use cobordism_protocol::adjust::{append_section, Adjust};
 use cobordism_protocol::health::{HealthReport, PublicHealthReport, State, WarmReport};
 use cobordism_protocol::wire::header;
 use cobordism_protocol::{
@@ -74,18 +75,20 @@ pub enum Reply {
     Section(TopK),
 }
 
-/// Queries every shard (shard `i` at `endpoints[i]`) for `form` and returns the answers in
-/// shard order.
+/// Queries every shard (shard `i` at `endpoints[i]`) for `form` with the logits adjusted by
+/// `adjust` (sent after the vector, when it adjusts anything) and returns the answers in shard
+/// order.
 pub fn fetch(
     manifest: &Manifest,
     endpoints: &[String],
     hidden: &[f32],
     opts: &Options,
-    form: &Form,
+    (form, adjust): (&Form, &Adjust),
 ) -> Result<(Vec<Reply>, Vec<ShardTiming>)> {
     check_endpoint_count(manifest, endpoints.len())?;
     let agent = agent(opts);
-    let body = encode_f32(hidden);
+    let mut body = encode_f32(hidden);
+    let section = append_section(&mut body, std::slice::from_ref(adjust));
     let jobs: Vec<(&ShardEntry, String)> = manifest
         .shards
         .iter()
@@ -94,7 +97,7 @@ pub fn fetch(
             let query = Query {
                 form: form.clone(),
                 precision: opts.precision,
-                adjust: None,
+                adjust: section,
             }
             .to_query();
             let sep = if query.is_empty() { "" } else { "?" };

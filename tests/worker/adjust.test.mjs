@@ -1,0 +1,141 @@
+// Logit bias, penalties and allowed sets over HTTP: `cobordism sample` and `logprobs` against
+// local shards in workerd equal the same commands with --local (the slices computed natively,
+// adjusted by cobordism_protocol's code) on every seed, for 1, 2, 8 and 12 shards; a +100 bias
+// wins every draw; a bad section is refused by name. The distribution itself (χ² over 10,000
+// draws against one machine, must-fail lines for the order and the mask) is checked natively in
+// crates/protocol/tests/adjusted.rs.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { startShards } from "../../worker/local.mjs";
+import { CLI, makeModel, seed, hiddenBytes, post, json, tempDir, TOKEN } from "./helpers.mjs";
+
+const VOCAB = 6000;
+
+/** Runs the CLI without blocking the event loop (Miniflare's proxy lives in it). */
+async function run(...args) {
+  const { stdout } = await promisify(execFile)(CLI, args, { env: { ...process.env, COBORDISM_TOKEN: TOKEN } });
+  return stdout;
+}
+
+/** A command's result: from the last `from` to the next blank line or the end. */
+const result = (out, from) => out.slice(out.lastIndexOf(from)).split("\n\n")[0].trimEnd();
+
+/** The drawn token of a `sample` output. */
+const token = (out) => Number(/^token (\d+)/m.exec(result(out, "token "))[1]);
+
+/** A file of token ids, one per line. */
+function idsFile(name, ids) {
+  const path = join(tempDir("ids"), name);
+  writeFileSync(path, ids.join("\n") + "\n");
+  return path;
+}
+
+// Ids chosen to fall in several shards of every cut below (6000 rows over 8: 750 each).
+const history = idsFile("history", [5, 5, 5, 17, 749, 750, 750, 3001, 5999, 17, 4242]);
+const FLAGS = {
+  "--logit-bias": ["--logit-bias", "17:3.5,750:-2,4242:-inf,5999:1.25"],
+  "--presence-penalty": ["--presence-penalty", "0.8", "--history", history],
+  "--frequency-penalty": ["--frequency-penalty", "0.6", "--history", "5,5,5,17,750,3001"],
+  "--repetition-penalty": ["--repetition-penalty", "1.7", "--history", history],
+  "--history": ["--history", history, "--presence-penalty", "-0.5", "--frequency-penalty", "0.25"],
+  "--allow": ["--allow", "3..9,740..760,5990..6000"],
+};
+const ALL = [...FLAGS["--logit-bias"], ...FLAGS["--repetition-penalty"], "--presence-penalty", "0.3", "--frequency-penalty", "0.2", "--allow", "0..800,3000..3100"];
+
+/** Local shards serving a fresh model; `check(both)` gets a function running a command both ways. */
+async function withShards(shards, check) {
+  const m = makeModel({ type: "q6_k", hidden: 256, vocab: VOCAB, shards, seed: 80 + shards });
+  const local = await startShards({ shards, authToken: TOKEN });
+  try {
+    await seed(await local.bucket(), m);
+    const h = join(tempDir("hidden"), "h.f32");
+    writeFileSync(h, hiddenBytes(256, 5));
+    const manifest = join(m.slices, "manifest.json");
+    const remote = local.endpoints.flatMap((e) => ["--endpoint", e]);
+    const both = async (...args) => {
+      const a = await run(...args, "--manifest", manifest, "--hidden", h, ...remote);
+      const b = await run(...args, "--manifest", manifest, "--hidden", h, "--local");
+      return [a, b];
+    };
+    await check(both, local);
+  } finally {
+    await local.dispose();
+  }
+}
+
+test("8 shards: each flag gives the --local token on 20 seeds, and a +100 bias wins every draw", async (t) => {
+  await withShards(8, async (both) => {
+    for (const [flag, args] of Object.entries(FLAGS)) {
+      const tokens = new Set();
+      for (let s = 1; s <= 20; s++) {
+        const [a, b] = await both("sample", "--temperature", "1.5", "--seed", String(s), ...args);
+        assert.equal(result(a, "token "), result(b, "token "), `${flag}, seed ${s}`);
+        tokens.add(token(a));
+      }
+      if (flag === "--allow") assert.ok([...tokens].every((x) => (x >= 3 && x < 9) || (x >= 740 && x < 760) || x >= 5990), `${[...tokens]}`);
+      t.diagnostic(`${flag}: 20 seeds equal, ${tokens.size} distinct tokens`);
+    }
+    for (let s = 1; s <= 20; s++) {
+      const [a] = await both("sample", "--temperature", "1", "--seed", String(s), "--logit-bias", "4321:100");
+      assert.equal(token(a), 4321, `seed ${s}`);
+    }
+    const [plain] = await both("sample", "--temperature", "1", "--seed", "1");
+    assert.notEqual(token(plain), 4321, "without the bias another token");
+  });
+});
+
+for (const shards of [1, 2, 8, 12]) {
+  test(`${shards} shards: every flag together, filtered, greedy and logprobs equal --local`, async () => {
+    await withShards(shards, async (both) => {
+      for (const extra of [[], ["--top-k", "7"], ["--top-p", "0.8"], ["--min-p", "0.2"], ["--temperature", "0"]]) {
+        for (const s of ["1", "2", "3"]) {
+          const [a, b] = await both("sample", "--seed", s, ...ALL, ...extra);
+          assert.equal(result(a, "token "), result(b, "token "), `${extra.join(" ")} seed ${s}`);
+        }
+      }
+      const tokens = ["--tokens", "5,17,750,4242,3050,5999"];
+      const [la, lb] = await both("logprobs", ...tokens, "--temperature", "0.7", ...ALL);
+      assert.equal(result(la, "     token"), result(lb, "     token"));
+      assert.match(result(la, "     token"), /4242\s+-inf/, "a banned token's logprob is -inf");
+      assert.match(result(la, "     token"), /5999\s+-inf/, "a token outside the allowed set: -inf");
+    });
+  });
+}
+
+test("a bad adjustments section is refused by name", async () => {
+  await withShards(2, async (_both, local) => {
+    const [e] = local.endpoints;
+    const vector = hiddenBytes(256, 4);
+    const section = (words) => new Uint8Array(new Uint32Array(words).buffer);
+    const withSection = (words) => {
+      const s = section(words);
+      const body = new Uint8Array(vector.length + s.length);
+      body.set(vector);
+      body.set(s, vector.length);
+      return [body, s.length];
+    };
+    // version 1, one vector: flags 0, no penalties (repetition 1.0), then 0 bias and a history
+    // entry for a token past the vocabulary.
+    const one = Math.fround(1);
+    const onef = new Uint32Array(new Float32Array([one]).buffer)[0];
+    for (const [words, why] of [
+      [[1, 1, 0, 0, 0, onef, 0, 1, VOCAB, 1], "vocabulary"],
+      [[2, 1, 0, 0, 0, onef, 0, 0], "version 2"],
+      [[1, 2, 0, 0, 0, onef, 0, 0], "2 vectors"],
+      [[1, 1, 1, 0, 0, onef, 0, 0, 0], "allowed set is empty"],
+    ]) {
+      const [body, len] = withSection(words);
+      const r = await post(e, body, { query: `?top_k=3&adjust=${len}` });
+      assert.deepEqual([r.status, json(r).error], [400, "bad_adjust"], why);
+      assert.match(json(r).detail, new RegExp(why));
+    }
+    const r = await post(e, vector, { query: "?adjust=0" });
+    assert.deepEqual([r.status, json(r).error], [400, "bad_adjust"]);
+    const tooLong = await post(e, vector, { query: `?adjust=${vector.length + 4}` });
+    assert.deepEqual([tooLong.status, json(tooLong).error], [400, "bad_adjust"]);
+  });
+});
