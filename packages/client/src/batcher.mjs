@@ -1,6 +1,7 @@
 // Coalescing: the calls of one kind (same reply form, same vector length) made in one turn of
 // the event loop share requests of up to MAX_BATCH vectors; each call gets its own part of every
-// answer, and sampled vectors keep their own noise (`seeds=SEED:VECTOR,…`), so the results are
+// answer, sampled vectors keep their own noise (`seeds=SEED:VECTOR,…`) and each call's vectors
+// their own adjustments (its record, in the section after the vectors), so the results are
 // those of the calls alone. Every call settles: whatever fails after its calls are taken — the
 // request, an answer that does not split, a throw while sending — rejects each of them.
 import { concat, split } from "./answers.mjs";
@@ -78,7 +79,7 @@ export class Batcher {
     }
     const seeds = sampling ? calls.flatMap((c) => Array(c.b.n).fill(c.seed)) : [];
     const vectors = sampling ? calls.flatMap((c) => [...Array(c.b.n).keys()]) : [];
-    const merged = { bytes: concat(calls.map((c) => c.b.bytes)), n };
+    const merged = { bytes: concat(calls.map((c) => c.b.bytes)), n, parts: calls.map((c) => c.b) };
     const answers = await this.send(form, merged, seeds, vectors);
     const logits = !sampling && !form.topK && !form.tokens;
     return split(answers, calls.map((c) => c.b.n), logits);

@@ -6,9 +6,10 @@
 // shard in parallel (transport.mjs: retries, the answers' checks; batcher.mjs: coalescing), and
 // merges the answers with the Rust code of cobordism_protocol compiled to wasm (../dist), so its
 // results are the Rust CLI's bits and its questions the CLI's: the route, the limits, the top-K
-// ladder of a filtered draw and the retry rules are the protocol crate's. Options are checked
-// before anything is sent.
+// ladder of a filtered draw, the adjustments' layout (adjust.mjs) and the retry rules are the
+// protocol crate's. Options are checked before anything is sent; an unknown one is refused.
 import * as wasm from "../dist/client_js.js";
+import { ADJUST_OPTIONS, adjustRecord, withSection } from "./adjust.mjs";
 import { logitsPerVector, sectionsPerVector } from "./answers.mjs";
 import { Batcher } from "./batcher.mjs";
 import { protocol, queryOf } from "./protocol.mjs";
@@ -16,8 +17,25 @@ import { ShardError, Transport } from "./transport.mjs";
 
 export { ShardError };
 
-/** Hidden vectors as one body: a Float32Array (one vector) or an array of them (a batch). */
-function body(hidden) {
+/**
+ * Throws a TypeError for an option `known` does not list (a misspelt option would be ignored
+ * silently otherwise), naming the client's spelling of an OpenAI-style snake_case name.
+ */
+function checkOptions(options, known) {
+  if (typeof options !== "object" || options === null) throw new TypeError("options must be an object");
+  for (const name of Object.keys(options)) {
+    if (known.includes(name)) continue;
+    const camel = name.replace(/_(\w)/g, (_, c) => c.toUpperCase());
+    const hint = known.includes(camel) ? `: this client calls it ${camel}` : ` (known: ${known.join(", ")})`;
+    throw new TypeError(`unknown option ${name}${hint}`);
+  }
+}
+
+/**
+ * Hidden vectors as one body: a Float32Array (one vector) or an array of them (a batch), with
+ * the record of the adjustments in `options` for each of its vectors (null: none).
+ */
+function body(hidden, options = {}) {
   if (Array.isArray(hidden) && hidden.length > 0 && typeof hidden[0] === "number") {
     throw new TypeError(`a hidden vector is a Float32Array, not an array of ${hidden.length} numbers: pass new Float32Array(hidden)`);
   }
@@ -33,7 +51,7 @@ function body(hidden) {
   }
   const out = new Float32Array(n * vectors.length);
   vectors.forEach((v, i) => out.set(v, i * n));
-  return { bytes: new Uint8Array(out.buffer), n: vectors.length, batch };
+  return { bytes: new Uint8Array(out.buffer), n: vectors.length, batch, record: adjustRecord(options) };
 }
 
 function u64(seed) {
@@ -102,7 +120,10 @@ export class LmHeadClient {
     if (precision !== "exact" && precision !== "int8") throw new TypeError(`precision must be "exact" or "int8", not ${precision}`);
     const shards = shardsOf(endpoints, fetchers, fetch);
     this.#transport = new Transport({ shards, token, manifestVersion, timeoutMs, retries, session });
-    const send = (form, b, seeds, vectors) => this.#transport.askAll(queryOf(form, precision, seeds, vectors), b);
+    const send = (form, b, seeds, vectors) => {
+      const sent = withSection(b);
+      return this.#transport.askAll(queryOf(form, precision, seeds, vectors, sent.adjust), sent);
+    };
     this.#batcher = new Batcher(send, coalesce);
     Object.assign(this, { shards, token, manifestVersion, timeoutMs, retries, precision, coalesce, session });
   }
@@ -138,27 +159,31 @@ export class LmHeadClient {
   /**
    * One token per hidden vector, drawn exactly from softmax(z / temperature) narrowed by topK,
    * topP, minP (0 or absent: off); temperature 0 is greedy. The same seed gives the same token
-   * for any number of shards. Use one seed per decoding step.
+   * for any number of shards. Use one seed per decoding step. The adjustments (logitBias,
+   * presencePenalty, frequencyPenalty, repetitionPenalty over `history`, allowedTokens) change
+   * the logits z first, on the shards; the logit and logprob returned are the adjusted ones.
    * @returns {Promise<{token: number, logit: number, logprob: number} | Array<...>>}
    */
-  async sample(hidden, { temperature = 1, topK = 0, topP = 0, minP = 0, seed = 0 } = {}) {
-    const b = body(hidden);
-    if (temperature === 0) return this.#greedy(hidden, b);
+  async sample(hidden, options = {}) {
+    checkOptions(options, ["temperature", "topK", "topP", "minP", "seed", ...ADJUST_OPTIONS]);
+    const { temperature = 1, topK = 0, topP = 0, minP = 0, seed = 0 } = options;
+    const b = body(hidden, options);
+    if (temperature === 0) return this.#greedy(b);
     checkSampling(temperature, topK, topP, minP);
     const s = u64(seed);
     const filters = { temperature, topK, topP, minP };
-    const out = !topK && !topP && !minP ? await this.#plain(b, temperature, s) : await this.#filtered(hidden, b, filters, s);
+    const out = !topK && !topP && !minP ? await this.#plain(b, temperature, s) : await this.#filtered(b, filters, s);
     return b.batch ? out : out[0];
   }
 
   /** Each vector's most likely token (ties: the smaller id), from each shard's top-1. */
-  async #greedy(hidden, b) {
-    const tops = await this.topK(hidden, 1);
+  async #greedy(b) {
+    const tops = await this.#topK(b, 1);
     const best = ({ entries }) => {
       if (entries.length === 0) throw new ShardError("the shards sent no token: every top-1 section is empty");
       return entries[0];
     };
-    return b.batch ? tops.map(best) : best(tops);
+    return b.batch ? tops.map(best) : best(tops[0]);
   }
 
   /** Each vector's Gumbel-max token from the shards' winners. */
@@ -171,7 +196,7 @@ export class LmHeadClient {
    * Each vector's token under the filters: from the union of the shards' top-K for each K of
    * the protocol's ladder until it decides, else from all the logits (as the CLI draws).
    */
-  async #filtered(hidden, b, { temperature, topK, topP, minP }, seed) {
+  async #filtered(b, { temperature, topK, topP, minP }, seed) {
     const out = new Array(b.n);
     let pending = [...out.keys()];
     for (const k of wasm.topKLadder(topK)) {
@@ -186,37 +211,47 @@ export class LmHeadClient {
       });
       if (pending.length === 0) return out;
     }
-    const all = await this.logits(hidden);
-    const logits = b.batch ? all : [all];
+    const logits = await this.#logits(b);
     for (const v of pending) out[v] = wasm.sampleAll(logits[v], temperature, seed, topK, topP, minP, v);
     return out;
   }
 
   /**
    * The k most likely tokens (k ≤ 1024) with logits and log-probabilities over the whole
-   * vocabulary; ties by token id.
+   * vocabulary; ties by token id. With adjustments (`options`: see sample), of the adjusted
+   * logits: a token outside allowedTokens or banned has logit and logprob -Infinity.
    * @returns {Promise<{entries: {token: number, logit: number, logprob: number}[], logSumExp: number} | Array<...>>}
    */
-  async topK(hidden, k) {
+  async topK(hidden, k, options = {}) {
+    checkOptions(options, ADJUST_OPTIONS);
     const { maxTopK } = protocol();
     if (!Number.isInteger(k) || k < 1 || k > maxTopK) throw new RangeError(`k must be an integer from 1 to ${maxTopK}`);
-    const b = body(hidden);
-    const answers = await this.#batcher.ask({ topK: k, temperature: 1 }, b);
-    const out = sectionsPerVector(answers, b.n).map((bytes) => wasm.topK(bytes, answers.length, k));
+    const b = body(hidden, options);
+    const out = await this.#topK(b, k);
     return b.batch ? out : out[0];
   }
 
+  /** Each vector's merged top-k. */
+  async #topK(b, k) {
+    const answers = await this.#batcher.ask({ topK: k, temperature: 1 }, b);
+    return sectionsPerVector(answers, b.n).map((bytes) => wasm.topK(bytes, answers.length, k));
+  }
+
   /**
-   * log p(token) at `temperature` (default 1) for each of `tokens`, in the order given.
+   * log p(token) at `temperature` (default 1) for each of `tokens`, in the order given; with
+   * adjustments (see sample), of the adjusted logits (-Infinity for a token outside
+   * allowedTokens or banned), as OpenAI's logprobs with logit_bias.
    * @returns {Promise<number[] | number[][]>}
    */
-  async logprobs(hidden, tokens, { temperature = 1 } = {}) {
+  async logprobs(hidden, tokens, options = {}) {
+    checkOptions(options, ["temperature", ...ADJUST_OPTIONS]);
+    const { temperature = 1 } = options;
     const { maxTopK } = protocol();
     if (!Array.isArray(tokens) || tokens.length < 1 || tokens.length > maxTopK || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32)) {
       throw new RangeError(`tokens must be 1 to ${maxTopK} token ids`);
     }
     checkSampling(temperature);
-    const b = body(hidden);
+    const b = body(hidden, options);
     const answers = await this.#batcher.ask({ tokens, temperature }, b);
     const out = sectionsPerVector(answers, b.n).map((bytes) => {
       const lp = Array.from(wasm.logprobs(bytes, answers.length, Uint32Array.from(tokens), temperature));
@@ -228,11 +263,20 @@ export class LmHeadClient {
     return b.batch ? out : out[0];
   }
 
-  /** All logits (for debugging: 4 bytes per token per vector). @returns {Promise<Float32Array | Float32Array[]>} */
-  async logits(hidden) {
-    const b = body(hidden);
-    const answers = await this.#batcher.ask({}, b);
-    const out = logitsPerVector(answers, b.n);
+  /**
+   * All logits (for debugging: 4 bytes per token per vector), adjusted when `options` say so
+   * (see sample). @returns {Promise<Float32Array | Float32Array[]>}
+   */
+  async logits(hidden, options = {}) {
+    checkOptions(options, ADJUST_OPTIONS);
+    const b = body(hidden, options);
+    const out = await this.#logits(b);
     return b.batch ? out : out[0];
+  }
+
+  /** Each vector's logits. */
+  async #logits(b) {
+    const answers = await this.#batcher.ask({}, b);
+    return logitsPerVector(answers, b.n);
   }
 }

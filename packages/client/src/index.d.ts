@@ -14,7 +14,29 @@ export interface TopK {
   logSumExp: number;
 }
 
-export interface SampleOptions {
+/**
+ * Adjustments of the logits before sampling, applied by each shard to its own rows in
+ * llama.cpp's order: allowedTokens, logitBias, repetitionPenalty, then frequencyPenalty and
+ * presencePenalty; then temperature, the filters and the draw. OpenAI's `logit_bias`,
+ * `presence_penalty`, `frequency_penalty` and llama.cpp's `repetition_penalty`, in camelCase.
+ * Log-probabilities and logits returned are the adjusted ones.
+ */
+export interface AdjustOptions {
+  /** Token id → bias added to its logit (OpenAI's map; -Infinity bans the token). */
+  logitBias?: Record<number, number> | Map<number, number>;
+  /** Subtracted once from the logit of every token of `history`; default 0. */
+  presencePenalty?: number;
+  /** Subtracted per occurrence of a token in `history`; default 0. */
+  frequencyPenalty?: number;
+  /** Divides positive, multiplies other logits of `history`'s tokens; default 1 (off). */
+  repetitionPenalty?: number;
+  /** The tokens so far (the window the penalties see), repeats counted. */
+  history?: number[] | Uint32Array;
+  /** Only these tokens may be drawn (a grammar's or a JSON schema's set for this step). */
+  allowedTokens?: number[] | Uint32Array;
+}
+
+export interface SampleOptions extends AdjustOptions {
   /** 0 is greedy decoding; default 1. */
   temperature?: number;
   /** Keep the k most likely tokens (0: off). */
@@ -25,6 +47,11 @@ export interface SampleOptions {
   minP?: number;
   /** The noise seed, one per decoding step; default 0. */
   seed?: number | bigint;
+}
+
+export interface LogprobsOptions extends AdjustOptions {
+  /** Default 1. */
+  temperature?: number;
 }
 
 export interface ClientOptions {
@@ -82,10 +109,10 @@ export class LmHeadClient {
   /** One token per hidden vector (a Float32Array, or an array of up to 8 of them). */
   sample(hidden: Float32Array, options?: SampleOptions): Promise<Sampled>;
   sample(hidden: Float32Array[], options?: SampleOptions): Promise<Sampled[]>;
-  topK(hidden: Float32Array, k: number): Promise<TopK>;
-  topK(hidden: Float32Array[], k: number): Promise<TopK[]>;
-  logprobs(hidden: Float32Array, tokens: number[], options?: { temperature?: number }): Promise<number[]>;
-  logprobs(hidden: Float32Array[], tokens: number[], options?: { temperature?: number }): Promise<number[][]>;
-  logits(hidden: Float32Array): Promise<Float32Array>;
-  logits(hidden: Float32Array[]): Promise<Float32Array[]>;
+  topK(hidden: Float32Array, k: number, options?: AdjustOptions): Promise<TopK>;
+  topK(hidden: Float32Array[], k: number, options?: AdjustOptions): Promise<TopK[]>;
+  logprobs(hidden: Float32Array, tokens: number[], options?: LogprobsOptions): Promise<number[]>;
+  logprobs(hidden: Float32Array[], tokens: number[], options?: LogprobsOptions): Promise<number[][]>;
+  logits(hidden: Float32Array, options?: AdjustOptions): Promise<Float32Array>;
+  logits(hidden: Float32Array[], options?: AdjustOptions): Promise<Float32Array[]>;
 }

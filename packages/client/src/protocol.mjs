@@ -23,8 +23,9 @@ export const protocol = () =>
 
 /**
  * The query string for `form` ({ tokens, topK, temperature }; empty: all logits) with Gumbel
- * noise `seeds` (one seed: `seed=S`; with `vectors`: vector j draws (seeds[j], vectors[j])),
- * written by cobordism_protocol::Query.
+ * noise `seeds` (one seed: `seed=S`; with `vectors`: vector j draws (seeds[j], vectors[j])) and
+ * an adjustments' section of `adjust` bytes after the vectors (undefined: none), written by
+ * cobordism_protocol::Query.
  */
-export const queryOf = ({ tokens = [], topK = 0, temperature }, precision, seeds = [], vectors = []) =>
-  wasm.queryString(Uint32Array.from(tokens), topK, BigUint64Array.from(seeds, BigInt), Uint32Array.from(vectors), temperature, precision === "int8");
+export const queryOf = ({ tokens = [], topK = 0, temperature }, precision, seeds = [], vectors = [], adjust = undefined) =>
+  wasm.queryString(Uint32Array.from(tokens), topK, BigUint64Array.from(seeds, BigInt), Uint32Array.from(vectors), temperature, precision === "int8", adjust);
