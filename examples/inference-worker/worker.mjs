@@ -1,6 +1,9 @@
 // An inference Worker's last step: a hidden state in, a sampled token out, through the eight
 // lm-head shards. POST the hidden vector (little-endian f32) to /next-token?temperature=…&top_p=…
-// &seed=…[&precision=int8][&session=ID]; the answer is {"token", "logprob"}. POST /session[?id=ID]
+// &seed=…[&precision=int8][&session=ID]; the answer is {"token", "logprob"}. The logits may be
+// adjusted first, with OpenAI's and llama.cpp's names: logit_bias=ID:B,… (B = -inf bans),
+// presence_penalty, frequency_penalty, repetition_penalty over history=ID,… (the tokens so far),
+// and allowed_tokens=ID,… (a grammar's set for this step). POST /session[?id=ID]
 // starts a session: it warms the shards (they load their slices while the prompt's prefill
 // runs), answering {"shards": ["ready" | "loading", …]}. With object residency and replicas, the
 // session's ID picks the shards' replicas: give the same one from /session to the last token.
@@ -18,6 +21,18 @@ class BadRequest extends Error {}
 
 /** The query's sampling options, checked: numbers where numbers belong, seed a u64. */
 function options(q) {
+  const list = (name) => q.get(name).split(",").map((item) => item.trim());
+  const id = (name, text) => {
+    if (!/^\d{1,10}$/.test(text)) throw new BadRequest(`${name} must list token ids, not ${JSON.stringify(text)}`);
+    return Number(text);
+  };
+  const ids = (name) => (q.has(name) ? list(name).map((text) => id(name, text)) : undefined);
+  const bias = (pair) => {
+    const [token, value] = pair.split(":");
+    const b = value?.trim() === "-inf" ? -Infinity : Number(value);
+    if (value === undefined || value.trim() === "" || Number.isNaN(b)) throw new BadRequest(`logit_bias must be ID:BIAS pairs, not ${JSON.stringify(pair)}`);
+    return [id("logit_bias", token), b];
+  };
   const number = (name, fallback) => {
     if (!q.has(name)) return fallback;
     const text = q.get(name).trim();
@@ -27,12 +42,21 @@ function options(q) {
   };
   const seed = q.get("seed") ?? "0";
   if (!/^\d{1,20}$/.test(seed) || BigInt(seed) >= 1n << 64n) throw new BadRequest(`seed must be an integer from 0 to 2^64 - 1, not ${JSON.stringify(seed)}`);
+  const adjustments = {
+    logitBias: q.has("logit_bias") ? Object.fromEntries(list("logit_bias").map(bias)) : undefined,
+    presencePenalty: number("presence_penalty", undefined),
+    frequencyPenalty: number("frequency_penalty", undefined),
+    repetitionPenalty: number("repetition_penalty", undefined),
+    history: ids("history"),
+    allowedTokens: ids("allowed_tokens"),
+  };
   return {
     temperature: number("temperature", 1),
     topK: number("top_k", 0),
     topP: number("top_p", 0),
     minP: number("min_p", 0),
     seed: BigInt(seed),
+    ...Object.fromEntries(Object.entries(adjustments).filter(([, v]) => v !== undefined)),
   };
 }
 

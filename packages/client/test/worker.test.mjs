@@ -76,6 +76,23 @@ test("the example inference Worker samples the CLI's tokens through eight shards
     assert.deepEqual([got.token, got.logprob.toFixed(6)], [Number(token), logprob], query);
   }
   assert.equal(proxies[1].refused(), 2, "shard 5's 503s were retried");
+  // The adjustments, as the CLI's flags of the same names.
+  const bytes = hiddenBytes(256, 35);
+  const file = join(tempDir("hidden"), "adjusted.f32");
+  writeFileSync(file, bytes);
+  for (const [query, flags] of [
+    ["logit_bias=4321:100", ["--logit-bias", "4321:100"]],
+    ["logit_bias=17:2.5,40:-inf&history=5,5,17&presence_penalty=0.5&frequency_penalty=0.25&repetition_penalty=1.3", ["--logit-bias", "17:2.5,40:-inf", "--history", "5,5,17", "--presence-penalty", "0.5", "--frequency-penalty", "0.25", "--repetition-penalty", "1.3"]],
+    ["allowed_tokens=7,42,5000", ["--allow", "7,42,5000"]],
+  ]) {
+    const r = await (await mf.getWorker("inference")).fetch(`http://localhost/next-token?temperature=1.2&seed=4&${query}`, { method: "POST", body: bytes });
+    const got = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(got));
+    const { stdout } = await promisify(execFile)(CLI, ["sample", "--manifest", manifest, "--hidden", file, "--local", "--temperature", "1.2", "--seed", "4", ...flags]);
+    const [, token, , logprob] = /token (\d+) {2}logit (\S+) {2}logprob (\S+)/.exec(stdout);
+    assert.deepEqual([got.token, got.logprob.toFixed(6)], [Number(token), logprob], query);
+    if (query.startsWith("logit_bias=4321")) assert.equal(got.token, 4321);
+  }
   const inference = await mf.getWorker("inference");
   const bad = await inference.fetch("http://localhost/next-token", { method: "POST", body: new Uint8Array(3) });
   assert.equal(bad.status, 400);
@@ -98,6 +115,10 @@ test("in workerd, the example answers a caller's mistakes with its own 400, befo
     ["temperature=1&top_k=2.5&seed=1", hiddenBytes(256, 41), /topK must be a non-negative integer/],
     ["temperature=1&seed=1", hiddenBytes(255, 41), /bad_length/], // refused by the shards: 400, not 502
     ["temperature=1&seed=1&session=a%20b", hiddenBytes(256, 41), /session must be 1 to 128 letters/],
+    ["temperature=1&logit_bias=5", hiddenBytes(256, 41), /logit_bias must be ID:BIAS pairs/],
+    ["temperature=1&history=1,x&presence_penalty=1", hiddenBytes(256, 41), /history must list token ids/],
+    ["temperature=1&allowed_tokens=6000", hiddenBytes(256, 41), /bad_adjust.*vocabulary/], // refused by the shards
+    ["temperature=1&repetition_penalty=0&history=1", hiddenBytes(256, 41), /repetition penalty/],
   ]) {
     const r = await inference.fetch(`http://localhost/next-token?${query}`, { method: "POST", body });
     const got = await r.json();
