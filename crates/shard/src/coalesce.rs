@@ -170,13 +170,13 @@ impl Coalescer {
     }
 
     /// The answer to one request whose body has been received into `body`: checked against the
-    /// resident slice (a bad body or adjustments' section fails alone, at once), then computed in a pass with whatever
-    /// requests are ready. With `next_turn` (coalescing on: a future that completes on the
-    /// event loop's next turn), the request first awaits one turn so that requests whose bodies
-    /// arrived meanwhile join, and more turns (at most [`MAX_TURNS`]) while the pass is not full
-    /// and other requests are on their way or the isolate is loaded (its last pass had
-    /// company); without, it computes at once and alone unless others already wait. `now` is
-    /// the host's clock, for the passes' time.
+    /// resident slice (a bad body or adjustments' section fails alone, at once), then computed
+    /// in a pass with whatever requests are ready. With `next_turn` (coalescing on: a future
+    /// that completes on the event loop's next turn), the request first awaits one turn so that
+    /// requests whose bodies arrived meanwhile join, and more turns (at most [`MAX_TURNS`])
+    /// while the pass is not full and other requests are on their way or the isolate is loaded
+    /// (its last pass had company); without, it computes at once and alone unless others
+    /// already wait. `now` is the host's clock, for the passes' time.
     pub async fn answer<Y: Future<Output = ()>>(
         &self,
         shard: &Shard,
