@@ -1,10 +1,11 @@
-//! What the shard decodes from a request: the body (for any hidden size), the query (reply form),
+//! What the shard decodes from a request: the body (for any hidden size), the query (reply form,
+//! precision, adjustments' length),
 //! the `Authorization` header; and the client's decoding of section answers and its check that
 //! the answers tile the vocabulary.
 #![no_main]
 
 use cobordism_protocol::{
-    bearer_matches, check_tiling, decode_hidden, parse_top_k, Form, Tile, TopK,
+    bearer_matches, check_tiling, decode_hidden, parse_top_k, Query, Tile, TopK,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -22,10 +23,10 @@ fuzz_target!(|data: &[u8]| {
         assert!((1..=1024).contains(&k));
     }
     let pairs = text.split('&').filter_map(|p| p.split_once('='));
-    if let Ok(form) = Form::parse(pairs) {
-        let query = form.query();
-        let again = Form::parse(query.split('&').filter_map(|p| p.split_once('=')));
-        assert_eq!(again.as_ref(), Ok(&form), "{query}");
+    if let Ok(query) = Query::parse(pairs) {
+        let text = query.to_query();
+        let again = Query::parse(text.split('&').filter_map(|p| p.split_once('=')));
+        assert_eq!(again.as_ref(), Ok(&query), "{text}");
     }
     assert!(!bearer_matches(
         Some(&text),
