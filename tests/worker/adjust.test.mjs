@@ -125,29 +125,38 @@ test("a bad adjustments section is refused by name", async () => {
   await withShards(2, async (_both, local) => {
     const [e] = local.endpoints;
     const vector = hiddenBytes(256, 4);
-    const section = (words) => new Uint8Array(new Uint32Array(words).buffer);
-    const withSection = (words) => {
-      const s = section(words);
-      const body = new Uint8Array(vector.length + s.length);
+    // The layout written out here by hand (docs/API.md, "Adjustments"), not by the protocol crate.
+    const v = (x) => (x < 0x80 ? [x] : [(x & 0x7f) | 0x80, ...v(x >>> 7)]);
+    const bytesOf = (array) => [...new Uint8Array(array.buffer)];
+    const u32 = (x) => bytesOf(new Uint32Array([x]));
+    const penalties = bytesOf(new Float32Array([0, 0, 1]));
+    const withSection = (bytes) => {
+      const body = new Uint8Array(vector.length + bytes.length);
       body.set(vector);
-      body.set(s, vector.length);
-      return [body, s.length];
+      body.set(bytes, vector.length);
+      return [body, bytes.length];
     };
-    // version 1, one vector: flags 0, no penalties (repetition 1.0), then 0 bias and a history
-    // entry for a token past the vocabulary.
-    const one = Math.fround(1);
-    const onef = new Uint32Array(new Float32Array([one]).buffer)[0];
-    for (const [words, why] of [
-      [[1, 1, 0, 0, 0, onef, 0, 1, VOCAB, 1], "vocabulary"],
-      [[2, 1, 0, 0, 0, onef, 0, 0], "version 2"],
-      [[1, 2, 0, 0, 0, onef, 0, 0], "2 vectors"],
-      [[1, 1, 1, 0, 0, onef, 0, 0, 0], "allowed set is empty"],
+    for (const [bytes, why] of [
+      [[...u32(1), ...u32(1), 0, ...penalties, 0, 1, ...v(VOCAB), 1], "vocabulary"],
+      [[...u32(2), ...u32(1), 0, ...penalties, 0, 0], "version 2"],
+      [[...u32(1), ...u32(2), 0, ...penalties, 0, 0], "2 vectors"],
+      [[...u32(1), ...u32(1), 1, ...penalties, 0, 0, 0], "allowed set is empty"],
+      [[...u32(1), ...u32(1), 0, ...penalties, 0x80, 0x00, 0], "shortest"],
     ]) {
-      const [body, len] = withSection(words);
+      const [body, len] = withSection(new Uint8Array(bytes));
       const r = await post(e, body, { query: `?top_k=3&adjust=${len}` });
       assert.deepEqual([r.status, json(r).error], [400, "bad_adjust"], why);
       assert.match(json(r).detail, new RegExp(why));
     }
+    // And a well-formed one, by hand: only token 7 allowed, so the top-3 holds token 7 alone
+    // with a finite logit (the others of the slice are -inf).
+    const [body, len] = withSection(new Uint8Array([...u32(1), ...u32(1), 1, ...penalties, 0, 0, 1, 7, 0]));
+    const ok = await post(e, body, { query: `?top_k=3&adjust=${len}` });
+    assert.equal(ok.status, 200);
+    const entries = new DataView(ok.body.buffer, ok.body.byteOffset);
+    assert.equal(entries.getUint32(12, true), 7, "the first entry is token 7");
+    assert.ok(Number.isFinite(entries.getFloat32(16, true)));
+    assert.equal(entries.getFloat32(20 + 4, true), -Infinity, "the second entry is masked");
     const r = await post(e, vector, { query: "?adjust=0" });
     assert.deepEqual([r.status, json(r).error], [400, "bad_adjust"]);
     const tooLong = await post(e, vector, { query: `?adjust=${vector.length + 4}` });

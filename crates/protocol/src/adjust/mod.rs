@@ -20,22 +20,16 @@
 //! Every step depends on the token's own values only, so a shard adjusting its rows gives the
 //! bits one machine adjusting the whole vocabulary gives, for any cut.
 //!
-//! **Wire layout** (version 1, little-endian), after the hidden vectors of a request whose
-//! query says `adjust=LEN` (the section's bytes, at most [`MAX_ADJUST_BYTES`]): a `u32`
-//! version (1), a `u32` vector count (the request's `n`), then per vector a *record*:
-//!
-//! 1. flags, `u32` (bit 0: an allowed set follows; the other bits 0);
-//! 2. the presence, frequency and repetition penalties, 3 × `f32`;
-//! 3. `b`, `u32`, then `b` bias entries (token `u32`, bias `f32`), tokens increasing;
-//! 4. `h`, `u32`, then `h` history entries (token `u32`, count `u32` ≥ 1), tokens increasing;
-//! 5. if flagged: `a`, `u32`, then `a` allowed ranges (start `u32`, end `u32`), `start < end`,
-//!    increasing and apart.
-//!
-//! Sparse lists and ranges keep a 4,096-token history at 32 KiB and most allowed sets (a
-//! grammar's handful of tokens, or all but a few) at a few hundred bytes.
+//! **On the wire** ([`wire`]): after the hidden vectors of a request whose query says
+//! `adjust=LEN`, a section of one record per vector, lists sorted and delta-coded so that a
+//! 4,096-token history or an allowed set of a whole 152k vocabulary costs a few KB at most.
 
 use core::fmt;
 use core::ops::Range;
+
+mod wire;
+
+pub use wire::{append_section, decode, encode, section, split_body};
 
 /// The layout's version, the section's first word.
 pub const ADJUST_VERSION: u32 = 1;
@@ -345,163 +339,6 @@ fn increasing(
         last = Some(t);
     }
     Ok(())
-}
-
-/// Writes the adjustments of `n` vectors in the wire layout.
-pub fn encode(adjusts: &[Adjust]) -> Vec<u8> {
-    let mut records = Vec::new();
-    for a in adjusts {
-        a.encode_record(&mut records);
-    }
-    section(&records, adjusts.len())
-}
-
-/// The section of `n` vectors whose records, in vector order, are `records` (a caller merging
-/// requests concatenates their records).
-pub fn section(records: &[u8], n: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + records.len());
-    out.extend_from_slice(&ADJUST_VERSION.to_le_bytes());
-    out.extend_from_slice(&(n as u32).to_le_bytes());
-    out.extend_from_slice(records);
-    out
-}
-
-/// Appends to `body` (the encoded hidden vectors) the section of `adjusts`, one per vector,
-/// unless none adjusts anything: the query's `adjust` value (`None`: nothing appended).
-pub fn append_section(body: &mut Vec<u8>, adjusts: &[Adjust]) -> Option<usize> {
-    if adjusts.iter().all(Adjust::is_none) {
-        return None;
-    }
-    let section = encode(adjusts);
-    body.extend_from_slice(&section);
-    Some(section.len())
-}
-
-/// The vectors and the section of a request body whose query says `adjust=len` (`None`: the
-/// body is the vectors, and the section empty).
-pub fn split_body(body: &[u8], len: Option<usize>) -> Result<(&[u8], &[u8]), AdjustError> {
-    let len = len.unwrap_or(0);
-    match body.len().checked_sub(len) {
-        Some(at) => Ok(body.split_at(at)),
-        None => refuse(format!(
-            "adjust={len}, but the body has only {} bytes",
-            body.len()
-        )),
-    }
-}
-
-impl Adjust {
-    /// Appends this vector's record (the module's layout) to `out`.
-    pub fn encode_record(&self, out: &mut Vec<u8>) {
-        let a = self;
-        let mut word = |w: u32| out.extend_from_slice(&w.to_le_bytes());
-        word(u32::from(a.allowed.is_some()));
-        for v in [a.presence, a.frequency, a.repetition] {
-            word(v.to_bits());
-        }
-        word(a.bias.len() as u32);
-        for &(t, b) in &a.bias {
-            word(t);
-            word(b.to_bits());
-        }
-        word(a.history.len() as u32);
-        for &(t, n) in &a.history {
-            word(t);
-            word(n);
-        }
-        if let Some(ranges) = &a.allowed {
-            word(ranges.len() as u32);
-            for &(s, e) in ranges {
-                word(s);
-                word(e);
-            }
-        }
-    }
-}
-
-/// Reads the wire layout: the adjustments of `n` vectors, each checked against `vocab`.
-pub fn decode(bytes: &[u8], n: usize, vocab: u32) -> Result<Vec<Adjust>, AdjustError> {
-    let mut r = Reader { bytes, at: 0 };
-    let version = r.word()?;
-    if version != ADJUST_VERSION {
-        return refuse(format!(
-            "adjustments of layout version {version}: this shard reads version {ADJUST_VERSION}"
-        ));
-    }
-    let count = r.word()? as usize;
-    if count != n {
-        return refuse(format!("adjustments for {count} vectors, {n} sent"));
-    }
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        let flags = r.word()?;
-        if flags > 1 {
-            return refuse(format!(
-                "adjustment flags {flags:#x}: only bit 0 is defined"
-            ));
-        }
-        let presence = f32::from_bits(r.word()?);
-        let frequency = f32::from_bits(r.word()?);
-        let repetition = f32::from_bits(r.word()?);
-        let bias = r.pairs("bias", MAX_BIAS, |t, b| (t, f32::from_bits(b)))?;
-        let history = r.pairs("history", MAX_HISTORY, |t, n| (t, n))?;
-        let allowed = match flags {
-            1 => Some(r.pairs("allowed ranges", MAX_ALLOWED_RANGES, |s, e| (s, e))?),
-            _ => None,
-        };
-        let adjust = Adjust {
-            bias,
-            presence,
-            frequency,
-            repetition,
-            history,
-            allowed,
-        };
-        adjust.validate(vocab)?;
-        out.push(adjust);
-    }
-    if r.at != bytes.len() {
-        return refuse(format!(
-            "{} bytes after the adjustments of {n} vectors",
-            bytes.len() - r.at
-        ));
-    }
-    Ok(out)
-}
-
-/// Little-endian words off a byte slice, refusing to read past its end.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn word(&mut self) -> Result<u32, AdjustError> {
-        let Some(w) = self.bytes.get(self.at..self.at + 4) else {
-            return refuse("the adjustments end early");
-        };
-        self.at += 4;
-        Ok(u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-    }
-
-    /// A count (at most `most`), then that many pairs of words.
-    fn pairs<T>(
-        &mut self,
-        what: &str,
-        most: usize,
-        pair: impl Fn(u32, u32) -> T,
-    ) -> Result<Vec<T>, AdjustError> {
-        let count = self.word()? as usize;
-        if count > most {
-            return refuse(format!("{count} {what} entries: at most {most} per vector"));
-        }
-        if self.bytes.len() - self.at < count * 8 {
-            return refuse("the adjustments end early");
-        }
-        (0..count)
-            .map(|_| Ok(pair(self.word()?, self.word()?)))
-            .collect()
-    }
 }
 
 #[cfg(test)]
