@@ -169,6 +169,8 @@ Each in a file of its own, written by its script:
   the first token of eight cold shards with and without a warm-up (`scripts/cold-bench.sh`);
 - [BENCHMARKS-residency.md](BENCHMARKS-residency.md): the plain Worker against object residency
   while isolates are replaced as in production (`scripts/residency-bench.sh`);
+- [BENCHMARKS-forms.md](BENCHMARKS-forms.md): bytes and time per token of each reply form, and
+  what logit bias, penalties and allowed sets add (`scripts/forms-bench.sh`);
 - [BENCHMARKS-notes.md](BENCHMARKS-notes.md): what the numbers say, what was tried, and what
   bounds the kernels.
 LINKS
