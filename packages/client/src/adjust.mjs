@@ -11,13 +11,16 @@ import { concat } from "./answers.mjs";
 /** The options that adjust the logits. */
 export const ADJUST_OPTIONS = ["logitBias", "presencePenalty", "frequencyPenalty", "repetitionPenalty", "history", "allowedTokens"];
 
-/** Token ids of option `name`: an array (or typed array) of integers in 0 … 2^32 − 1. */
+/** Token ids of option `name`: a Uint32Array as it is, or an array of integers in 0 … 2^32 − 1. */
 function tokenIds(name, ids) {
+  if (ids instanceof Uint32Array) return ids;
   if (!Array.isArray(ids) && !ArrayBuffer.isView(ids)) throw new TypeError(`${name} must be an array of token ids`);
-  const out = Uint32Array.from(ids, (t, i) => {
+  const out = new Uint32Array(ids.length);
+  for (let i = 0; i < ids.length; i++) {
+    const t = ids[i];
     if (!Number.isInteger(t) || t < 0 || t >= 2 ** 32) throw new RangeError(`${name}[${i}] is ${t}, not a token id`);
-    return t;
-  });
+    out[i] = t;
+  }
   return out;
 }
 
