@@ -3,7 +3,10 @@
 // &seed=…[&precision=int8][&session=ID]; the answer is {"token", "logprob"}. The logits may be
 // adjusted first, with OpenAI's and llama.cpp's names: logit_bias=ID:B,… (B = -inf bans),
 // presence_penalty, frequency_penalty, repetition_penalty over history=ID,… (the tokens so far),
-// and allowed_tokens=ID,… (a grammar's set for this step). POST /session[?id=ID]
+// and allowed_tokens=ID,… (ids and ranges A..B: a grammar's set for this step). The same
+// parameters may come as JSON instead, with the hidden vector (Content-Type: application/json,
+// {"hidden": [floats], "temperature": 0.8, "history": [ids], "logit_bias": {"ID": B}, …}): a
+// long history does not fit Cloudflare's 16 KB URLs. POST /session[?id=ID]
 // starts a session: it warms the shards (they load their slices while the prompt's prefill
 // runs), answering {"shards": ["ready" | "loading", …]}. With object residency and replicas, the
 // session's ID picks the shards' replicas: give the same one from /session to the last token.
@@ -27,6 +30,17 @@ function options(q) {
     return Number(text);
   };
   const ids = (name) => (q.has(name) ? list(name).map((text) => id(name, text)) : undefined);
+  const idsAndRanges = (name) => {
+    if (!q.has(name)) return undefined;
+    const out = [];
+    for (const item of list(name)) {
+      const [a, b] = item.split("..");
+      const [start, end] = b === undefined ? [id(name, a), id(name, a) + 1] : [id(name, a), id(name, b)];
+      if (out.length + end - start > 1 << 24) throw new BadRequest(`${name} holds more than 2^24 tokens`);
+      for (let t = start; t < end; t++) out.push(t);
+    }
+    return out;
+  };
   const bias = (pair) => {
     const [token, value] = pair.split(":");
     const b = value?.trim() === "-inf" ? -Infinity : Number(value);
@@ -48,7 +62,7 @@ function options(q) {
     frequencyPenalty: number("frequency_penalty", undefined),
     repetitionPenalty: number("repetition_penalty", undefined),
     history: ids("history"),
-    allowedTokens: ids("allowed_tokens"),
+    allowedTokens: idsAndRanges("allowed_tokens"),
   };
   return {
     temperature: number("temperature", 1),
@@ -58,6 +72,37 @@ function options(q) {
     seed: BigInt(seed),
     ...Object.fromEntries(Object.entries(adjustments).filter(([, v]) => v !== undefined)),
   };
+}
+
+/**
+ * The request's hidden vector and parameters: the body's f32 and the query, or a JSON body's
+ * `hidden` and its other fields, read as the query's values (lists comma-joined, `logit_bias`
+ * as ID:B pairs).
+ */
+async function readRequest(request, query) {
+  if (!(request.headers.get("content-type") ?? "").startsWith("application/json")) {
+    const bytes = await request.arrayBuffer();
+    if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) throw new BadRequest("send the hidden state as little-endian f32");
+    return { hidden: new Float32Array(bytes), q: query };
+  }
+  let json;
+  try {
+    json = await request.json();
+  } catch (e) {
+    throw new BadRequest(`the body is not JSON: ${e.message}`);
+  }
+  const { hidden, ...fields } = json ?? {};
+  if (!Array.isArray(hidden) || hidden.length === 0 || !hidden.every((x) => typeof x === "number")) {
+    throw new BadRequest("a JSON body needs hidden: an array of numbers");
+  }
+  const text = (v) => {
+    if (Array.isArray(v)) return v.join(",");
+    if (typeof v === "object" && v !== null) return Object.entries(v).map(([t, b]) => `${t}:${b}`).join(",");
+    return String(v);
+  };
+  const q = new URLSearchParams(query);
+  for (const [name, value] of Object.entries(fields)) q.set(name, text(value));
+  return { hidden: new Float32Array(hidden), q };
 }
 
 /** The answer to a failure: the caller's mistakes are 400s, the shards' failures 502/503. */
@@ -105,14 +150,11 @@ export default {
       return new Response("POST /session, then a hidden vector to /next-token\n", { status: 404 });
     }
     try {
-      const q = url.searchParams;
+      const { hidden, q } = await readRequest(request, url.searchParams);
       const precision = q.get("precision") ?? "exact";
       if (precision !== "exact" && precision !== "int8") throw new BadRequest(`precision must be exact or int8, not ${JSON.stringify(precision)}`);
       const lmHead = client(env, precision, sessionOf(q, "session"));
-      const o = options(q);
-      const bytes = await request.arrayBuffer();
-      if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) throw new BadRequest("send the hidden state as little-endian f32");
-      const { token, logprob } = await lmHead.sample(new Float32Array(bytes), o);
+      const { token, logprob } = await lmHead.sample(hidden, options(q));
       return Response.json({ token, logprob });
     } catch (e) {
       return failure(e);

@@ -93,6 +93,28 @@ test("the example inference Worker samples the CLI's tokens through eight shards
     assert.deepEqual([got.token, got.logprob.toFixed(6)], [Number(token), logprob], query);
     if (query.startsWith("logit_bias=4321")) assert.equal(got.token, 4321);
   }
+  // The same as JSON (the hidden vector and the parameters in the body), with a range.
+  const json = {
+    hidden: Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, 256)),
+    temperature: 1.2,
+    seed: 4,
+    logit_bias: { 17: 2.5, 40: "-inf" },
+    history: [5, 5, 17],
+    presence_penalty: 0.5,
+    allowed_tokens: "0..100,5000",
+  };
+  // A 4,096-token history as JSON: as a query it would pass Cloudflare's 16 KB URLs.
+  const long = { ...json, history: Array.from({ length: 4096 }, (_, i) => (i * 7919) % 6000), allowed_tokens: undefined };
+  assert.ok(new URLSearchParams({ history: long.history.join(",") }).toString().length > 16 * 1024);
+  const longAnswer = await (await mf.getWorker("inference")).fetch("http://localhost/next-token", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(long) });
+  assert.equal(longAnswer.status, 200, JSON.stringify(await longAnswer.clone().json()));
+  const r = await (await mf.getWorker("inference")).fetch("http://localhost/next-token", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(json) });
+  const got = await r.json();
+  assert.equal(r.status, 200, JSON.stringify(got));
+  const flags = ["--logit-bias", "17:2.5,40:-inf", "--history", "5,5,17", "--presence-penalty", "0.5", "--allow", "0..100,5000"];
+  const { stdout } = await promisify(execFile)(CLI, ["sample", "--manifest", manifest, "--hidden", file, "--local", "--temperature", "1.2", "--seed", "4", ...flags]);
+  const [, token, , logprob] = /token (\d+) {2}logit (\S+) {2}logprob (\S+)/.exec(stdout);
+  assert.deepEqual([got.token, got.logprob.toFixed(6)], [Number(token), logprob], "JSON");
   const inference = await mf.getWorker("inference");
   const bad = await inference.fetch("http://localhost/next-token", { method: "POST", body: new Uint8Array(3) });
   assert.equal(bad.status, 400);
@@ -119,11 +141,23 @@ test("in workerd, the example answers a caller's mistakes with its own 400, befo
     ["temperature=1&history=1,x&presence_penalty=1", hiddenBytes(256, 41), /history must list token ids/],
     ["temperature=1&allowed_tokens=6000", hiddenBytes(256, 41), /bad_adjust.*vocabulary/], // refused by the shards
     ["temperature=1&repetition_penalty=0&history=1", hiddenBytes(256, 41), /repetition penalty/],
+    ["temperature=1&allowed_tokens=0..4294967295", hiddenBytes(256, 41), /more than 2\^24 tokens/],
   ]) {
     const r = await inference.fetch(`http://localhost/next-token?${query}`, { method: "POST", body });
     const got = await r.json();
     assert.equal(r.status, 400, `${query}: ${JSON.stringify(got)}`);
     assert.match(got.detail, why, query);
+  }
+  for (const [body, why] of [
+    ["{", /not JSON/],
+    [JSON.stringify({ temperature: 1 }), /hidden: an array of numbers/],
+    [JSON.stringify({ hidden: [1, "x"] }), /hidden: an array of numbers/],
+    [JSON.stringify({ hidden: Array(256).fill(0.5), logit_bias: { 3: null } }), /logit_bias must be ID:BIAS pairs/],
+  ]) {
+    const r = await inference.fetch("http://localhost/next-token", { method: "POST", headers: { "Content-Type": "application/json" }, body });
+    const got = await r.json();
+    assert.equal(r.status, 400, `${body}: ${JSON.stringify(got)}`);
+    assert.match(got.detail, why, body);
   }
 });
 
