@@ -9,8 +9,13 @@
 // `coalesce` cannot merge calls of different requests in a Worker: workerd cancels a request that
 // waits on another request's fetch, so the example Worker does not use it.)
 //
+// With --adjust, each step also carries adjustments (logit bias, penalties, an allowed set:
+// docs/API.md, "Adjustments") as JSON with the hidden vector: `json` (no adjustment, the JSON
+// body's own cost), `history` (a 4,096-token history under the three penalties), `allowed` (an
+// allowed set of every token but 300, as ranges); `none` is the plain f32 body.
+//
 //   node benches/serving/run.mjs [--shape qwen2.5-7b] [--concurrency 1,4,16,32] [--tokens 24]
-//        [--json FILE] [--svg FILE]      (after scripts/build-worker.sh, build-client-js.sh and
+//        [--adjust none,json,history,allowed] [--json FILE] [--svg FILE]      (after scripts/build-worker.sh, build-client-js.sh and
 //                                         cargo build --release -p cobordism; see
 //                                         scripts/serving-bench.sh)
 import { parseArgs } from "node:util";
@@ -30,6 +35,7 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "1,4,16,32" },
     precisions: { type: "string", default: "exact,int8" },
     modes: { type: "string", default: "off,on" }, // the shards' coalescing
+    adjust: { type: "string", default: "none" },
     tokens: { type: "string", default: "24" }, // at least this many measured tokens per C, 4 per stream at least
     json: { type: "string" },
     svg: { type: "string" },
@@ -37,6 +43,7 @@ const { values } = parseArgs({
 });
 const levels = values.concurrency.split(",").map(Number);
 const precisions = values.precisions.split(",");
+const variants = values.adjust.split(",");
 const work = WORK;
 mkdirSync(work, { recursive: true });
 const log = (...a) => console.error("[serving]", ...a);
@@ -44,6 +51,39 @@ const log = (...a) => console.error("[serving]", ...a);
 const model = benchModel({ shape: values.shape, type: values.type, layout: values.layout, log });
 const manifest = model.manifest;
 const hidden = manifest.hidden;
+
+/** Token ids below the vocabulary, from a fixed 64-bit LCG. */
+function ids(n, seedValue) {
+  let state = BigInt(seedValue);
+  return Array.from({ length: n }, () => {
+    state = (state * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn;
+    return Number((state >> 32n) % BigInt(manifest.vocab));
+  });
+}
+
+/** The JSON fields of each adjustment variant (`none`: the f32 body, no JSON). */
+function adjustmentOf(variant) {
+  switch (variant) {
+    case "none":
+    case "json":
+      return {};
+    case "history":
+      return { history: ids(4096, 11), presence_penalty: 0.4, frequency_penalty: 0.3, repetition_penalty: 1.1 };
+    case "allowed": {
+      const banned = [...new Set(ids(300, 13))].sort((a, b) => a - b);
+      const ranges = [];
+      let start = 0;
+      for (const b of banned) {
+        if (b > start) ranges.push(`${start}..${b}`);
+        start = b + 1;
+      }
+      ranges.push(`${start}..${manifest.vocab}`);
+      return { allowed_tokens: ranges.join(",") };
+    }
+    default:
+      throw new Error(`--adjust: ${variant} is not none, json, history or allowed`);
+  }
+}
 
 const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 
@@ -56,8 +96,8 @@ async function passes(endpoints) {
 }
 
 /** One `/next-token`; retried once if loopback closed a kept-alive connection before answering. */
-async function nextToken(url, body, query) {
-  const send = () => fetch(`${url}/next-token?${query}`, { method: "POST", body });
+async function nextToken(url, body, query, headers = {}) {
+  const send = () => fetch(`${url}/next-token?${query}`, { method: "POST", body, headers });
   let r;
   try {
     r = await send();
@@ -71,12 +111,17 @@ async function nextToken(url, body, query) {
 }
 
 /** C closed-loop streams of `steps` tokens each (after one unmeasured step per stream). */
-async function run(url, shardEndpoints, precision, c, steps) {
+async function run(url, shardEndpoints, precision, c, steps, variant = "none") {
+  const adjustment = adjustmentOf(variant);
   const stream = async (s, from, count, latencies) => {
     for (let step = from; step < from + count; step++) {
-      const body = hiddenBytes(hidden, 1 + s * 10_000 + step);
+      const bytes = hiddenBytes(hidden, 1 + s * 10_000 + step);
+      const query = `temperature=0.8&seed=${step}&precision=${precision}`;
+      const json = variant !== "none";
+      const body = json ? JSON.stringify({ hidden: Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, hidden)), ...adjustment }) : bytes;
+      const headers = json ? { "Content-Type": "application/json" } : {};
       const t = performance.now();
-      await nextToken(url, body, `temperature=0.8&seed=${step}&precision=${precision}`);
+      await nextToken(url, body, query, headers);
       latencies?.push(performance.now() - t);
     }
   };
@@ -133,10 +178,12 @@ for (const coalesce of values.modes.split(",")) {
     const url = (await inference.unsafeGetDirectURL()).toString().replace(/\/$/, "");
     for (const precision of precisions) {
       for (const c of levels) {
-        const steps = Math.max(4, Math.ceil(Number(values.tokens) / c));
-        const r = await run(url, shards.endpoints, precision, c, steps);
-        log(`coalescing ${coalesce}, ${precision}, C = ${c}: ${r.tokens_per_s.toFixed(2)} tokens/s, p50 ${r.p50_ms.toFixed(0)} ms, p99 ${r.p99_ms.toFixed(0)} ms, ${r.vectors_per_pass.toFixed(2)} vectors/pass ${JSON.stringify(r.passes_by_vectors)}`);
-        rows.push({ coalesce, precision, c, ...r });
+        for (const variant of variants) {
+          const steps = Math.max(4, Math.ceil(Number(values.tokens) / c));
+          const r = await run(url, shards.endpoints, precision, c, steps, variant);
+          log(`coalescing ${coalesce}, ${precision}, C = ${c}, ${variant}: ${r.tokens_per_s.toFixed(2)} tokens/s, p50 ${r.p50_ms.toFixed(0)} ms, p99 ${r.p99_ms.toFixed(0)} ms, ${r.vectors_per_pass.toFixed(2)} vectors/pass ${JSON.stringify(r.passes_by_vectors)}`);
+          rows.push({ coalesce, precision, c, adjust: variant, ...r });
+        }
       }
     }
   } finally {
@@ -145,8 +192,21 @@ for (const coalesce of values.modes.split(",")) {
   }
 }
 
-// Markdown: one row per precision, C and mode, with the ratio to coalescing off at that C.
 const f = (x, d = 1) => x.toFixed(d);
+if (variants.length > 1 || variants[0] !== "none") {
+  // Markdown: one row per precision, C, mode and adjustment, with the ratio to the first variant.
+  console.log(`${manifest.model} ${manifest.dtype} (${values.layout}) ${hidden} × ${manifest.vocab}, 8 shards; sampling at T = 0.8, one fresh hidden vector per step, each with the adjustments of its row.\n`);
+  console.log(`| precision | C | coalescing | adjustments | tokens/s | × ${variants[0]} | p50 ms | p99 ms | shard compute ms/token | vectors/pass |`);
+  console.log("|---|---:|---|---|---:|---:|---:|---:|---:|---:|");
+  for (const r of rows) {
+    const base = rows.find((x) => x.coalesce === r.coalesce && x.precision === r.precision && x.c === r.c && x.adjust === variants[0]);
+    console.log(`| ${r.precision} | ${r.c} | ${r.coalesce} | ${r.adjust} | ${f(r.tokens_per_s, 2)} | ${f(r.tokens_per_s / base.tokens_per_s, 2)}× | ${f(r.p50_ms, 0)} | ${f(r.p99_ms, 0)} | ${f(r.shard_compute_ms_per_token)} | ${f(r.vectors_per_pass, 2)} |`);
+  }
+  if (values.json) writeFileSync(values.json, JSON.stringify(rows, null, 1));
+  process.exit(0);
+}
+
+// Markdown: one row per precision, C and mode, with the ratio to coalescing off at that C.
 const modes = values.modes.split(",");
 const label = { off: "off", on: "on" };
 console.log(`${manifest.model} ${manifest.dtype} (${values.layout}) ${hidden} × ${manifest.vocab}, 8 shards of ${(manifest.shards[0].bytes / 1048576).toFixed(1)} MiB; plain sampling (T = 0.8), one fresh hidden vector per step.\n`);

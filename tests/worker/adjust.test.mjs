@@ -6,23 +6,11 @@
 // crates/protocol/tests/adjusted.rs.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
-import { startShards } from "../../worker/local.mjs";
-import { CLI, makeModel, seed, hiddenBytes, post, json, tempDir, TOKEN } from "./helpers.mjs";
+import { againstLocal, hiddenBytes, post, json, resultOf as result, tempDir } from "./helpers.mjs";
 
 const VOCAB = 6000;
-
-/** Runs the CLI without blocking the event loop (Miniflare's proxy lives in it). */
-async function run(...args) {
-  const { stdout } = await promisify(execFile)(CLI, args, { env: { ...process.env, COBORDISM_TOKEN: TOKEN } });
-  return stdout;
-}
-
-/** A command's result: from the last `from` to the next blank line or the end. */
-const result = (out, from) => out.slice(out.lastIndexOf(from)).split("\n\n")[0].trimEnd();
 
 /** The drawn token of a `sample` output. */
 const token = (out) => Number(/^token (\d+)/m.exec(result(out, "token "))[1]);
@@ -57,26 +45,8 @@ function flagsAgainst(plain) {
   return { flags, allowed: new Set(allowed) };
 }
 
-/** Local shards serving a fresh model; `check(both)` gets a function running a command both ways. */
-async function withShards(shards, check) {
-  const m = makeModel({ type: "q6_k", hidden: 256, vocab: VOCAB, shards, seed: 80 + shards });
-  const local = await startShards({ shards, authToken: TOKEN });
-  try {
-    await seed(await local.bucket(), m);
-    const h = join(tempDir("hidden"), "h.f32");
-    writeFileSync(h, hiddenBytes(256, 5));
-    const manifest = join(m.slices, "manifest.json");
-    const remote = local.endpoints.flatMap((e) => ["--endpoint", e]);
-    const both = async (...args) => {
-      const a = await run(...args, "--manifest", manifest, "--hidden", h, ...remote);
-      const b = await run(...args, "--manifest", manifest, "--hidden", h, "--local");
-      return [a, b];
-    };
-    await check(both, local);
-  } finally {
-    await local.dispose();
-  }
-}
+/** `check(both, local)` against `shards` local shards of a fresh model (helpers' againstLocal). */
+const withShards = (shards, check) => againstLocal({ shards, vocab: VOCAB, modelSeed: 80 + shards, hiddenSeed: 5 }, check);
 
 test("8 shards: each flag gives the --local token on 20 seeds, and a +100 bias wins every draw", async (t) => {
   await withShards(8, async (both) => {

@@ -1,16 +1,41 @@
 // Shared by the worker tests: build models with the `cobordism` CLI, seed a local R2 bucket,
 // call shards.
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
+import { promisify } from "node:util";
 import { mkdtempSync, readFileSync, writeFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import { startShards } from "../../worker/local.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const CLI = process.env.COBORDISM_BIN ?? join(root, "target", "release", "cobordism");
 
 export function cli(...args) {
   return execFileSync(CLI, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+/** Runs the CLI with the test token without blocking the event loop (Miniflare's proxy lives in
+ * it): its output. */
+export async function runCli(...args) {
+  const { stdout } = await promisify(execFile)(CLI, args, { env: { ...process.env, COBORDISM_TOKEN: TOKEN } });
+  return stdout;
+}
+
+/** A command's result: from the last `from` to the next blank line or the end. */
+export const resultOf = (out, from) => out.slice(out.lastIndexOf(from)).split("\n\n")[0].trimEnd();
+
+/** `token T  logit Z  logprob L` of `cobordism sample`: the token, the logit as an f32, and the
+ * logprob as printed. */
+export function parseSample(out) {
+  const [, token, logit, logprob] = /token (\d+) {2}logit (\S+) {2}logprob (\S+)/.exec(out);
+  return { token: Number(token), logit: Math.fround(Number(logit)), logprob };
+}
+
+/** The CLI's output for `args` computed locally (`--local`) from `model`'s slices and the hidden
+ * vector in `hiddenFile`. */
+export async function runLocal(model, hiddenFile, ...args) {
+  return runCli(...args, "--manifest", join(model.slices, "manifest.json"), "--hidden", hiddenFile, "--local");
 }
 
 const tempDirs = [];
@@ -207,4 +232,25 @@ export function bundleForDeploy(exampleDir, workDir) {
     stdio: ["ignore", "pipe", "inherit"],
   });
   return join(workDir, "out", "worker.js");
+}
+
+/**
+ * `shards` local shards (the test token) serving a fresh 256-wide Q6_K model of `vocab` tokens
+ * and a hidden vector file: `check(both, local)`, where `both(...args)` runs a CLI command
+ * against the shards and with `--local`, resolving to the two outputs.
+ */
+export async function againstLocal({ shards, vocab, modelSeed, hiddenSeed }, check) {
+  const m = makeModel({ type: "q6_k", hidden: 256, vocab, shards, seed: modelSeed });
+  const local = await startShards({ shards, authToken: TOKEN });
+  try {
+    await seed(await local.bucket(), m);
+    const h = join(tempDir("hidden"), "h.f32");
+    writeFileSync(h, hiddenBytes(256, hiddenSeed));
+    const remote = local.endpoints.flatMap((e) => ["--endpoint", e]);
+    const manifest = join(m.slices, "manifest.json");
+    const both = async (...args) => [await runCli(...args, "--manifest", manifest, "--hidden", h, ...remote), await runLocal(m, h, ...args)];
+    await check(both, local, { model: m, hiddenFile: h });
+  } finally {
+    await local.dispose();
+  }
 }

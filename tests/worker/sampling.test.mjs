@@ -4,37 +4,12 @@
 // one machine natively in crates/protocol/tests/sampling.rs), and bad queries get a named error.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { startShards } from "../../worker/local.mjs";
-import { CLI, makeModel, seed, hiddenBytes, post, json, tempDir, TOKEN } from "./helpers.mjs";
-
-/** Runs the CLI without blocking the event loop (Miniflare's proxy lives in it). */
-async function run(...args) {
-  const { stdout } = await promisify(execFile)(CLI, args, { env: { ...process.env, COBORDISM_TOKEN: TOKEN } });
-  return stdout;
-}
-
-/** A command's result: from the last `from` to the next blank line or the end. */
-const result = (out, from) => out.slice(out.lastIndexOf(from)).split("\n\n")[0].trimEnd();
+import { againstLocal, makeModel, seed, hiddenBytes, post, json, resultOf as result, runLocal, TOKEN } from "./helpers.mjs";
 
 for (const shards of [8, 12]) {
   test(`${shards} shards: sample, logprobs and top-K logits equal the local computation`, async (t) => {
-    const m = makeModel({ type: "q6_k", hidden: 256, vocab: 6000, shards, seed: 60 + shards });
-    const local = await startShards({ shards, authToken: TOKEN });
-    try {
-      await seed(await local.bucket(), m);
-      const h = join(tempDir("hidden"), "h.f32");
-      writeFileSync(h, hiddenBytes(256, 3));
-      const manifest = join(m.slices, "manifest.json");
-      const remote = local.endpoints.flatMap((e) => ["--endpoint", e]);
-      const both = async (...args) => {
-        const a = await run(...args, "--manifest", manifest, "--hidden", h, ...remote);
-        const b = await run(...args, "--manifest", manifest, "--hidden", h, "--local");
-        return [a, b];
-      };
+    await againstLocal({ shards, vocab: 6000, modelSeed: 60 + shards, hiddenSeed: 3 }, async (both, _local, { model, hiddenFile }) => {
       let draws = 0;
       for (const temperature of ["0.3", "1", "2"]) {
         for (const s of ["1", "2", "3"]) {
@@ -52,15 +27,13 @@ for (const shards of [8, 12]) {
       assert.equal(result(la, "     token"), result(lb, "     token"));
       const [ka, kb] = await both("logits", "--top-k", "20");
       assert.equal(result(ka, " rank"), result(kb, " rank"), "merged top-K = local top-K");
-      const full = await run("logits", "--manifest", manifest, "--hidden", h, "--local", "--full", "--top-k", "20");
+      const full = await runLocal(model, hiddenFile, "logits", "--full", "--top-k", "20");
       // Tokens and logits equal; the probabilities' normaliser is merged from the shards'
       // log-sum-exps on one side and summed over all logits on the other (last digits may move).
       const columns = (out) => result(out, " rank").split("\n").map((l) => l.trim().split(/\s+/).slice(0, 3).join(" "));
       assert.deepEqual(columns(ka), columns(full), "merged top-K = top-K of all logits");
       t.diagnostic(`${shards} shards: ${draws} plain draws, 4 filtered draws, logprobs and top-20 equal locally and remotely`);
-    } finally {
-      await local.dispose();
-    }
+    });
   });
 }
 

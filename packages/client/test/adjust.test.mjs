@@ -5,12 +5,10 @@
 // before anything is sent, naming the client's spelling of OpenAI's snake_case names.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { startShards } from "../../../worker/local.mjs";
-import { CLI, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
+import { parseSample, runLocal, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
 import { LmHeadClient, ShardError } from "../src/node.mjs";
 
 const HIDDEN = 256;
@@ -34,17 +32,7 @@ after(async () => {
 const client = (o = {}) => new LmHeadClient({ endpoints: shards.endpoints, token: TOKEN, ...o });
 
 /** The CLI's output computed locally from the same slices. */
-async function local(...args) {
-  const manifest = join(model.slices, "manifest.json");
-  const { stdout } = await promisify(execFile)(CLI, [...args, "--manifest", manifest, "--hidden", hiddenFile, "--local"]);
-  return stdout;
-}
-
-/** `token T  logit Z  logprob L` of `cobordism sample`. */
-function parseSample(out) {
-  const [, token, logit, logprob] = /token (\d+) {2}logit (\S+) {2}logprob (\S+)/.exec(out);
-  return { token: Number(token), logit: Math.fround(Number(logit)), logprob };
-}
+const local = (...args) => runLocal(model, hiddenFile, ...args);
 
 /** The CLI's flags for the client's adjustment options. */
 function flags({ logitBias, presencePenalty, frequencyPenalty, repetitionPenalty, history, allowedTokens }) {

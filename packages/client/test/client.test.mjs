@@ -6,12 +6,10 @@
 // missing rows); bad options fail before a request, a shard without a token at once.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { startShards } from "../../../worker/local.mjs";
-import { CLI, faultyProxy, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
+import { parseSample, runLocal, faultyProxy, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
 import { LmHeadClient, ShardError } from "../src/node.mjs";
 
 const HIDDEN = 256;
@@ -35,18 +33,8 @@ after(async () => {
   await others?.dispose();
 });
 
-/** The CLI's answer computed locally from the same slices. */
-async function local(...args) {
-  const manifest = join(model.slices, "manifest.json");
-  const { stdout } = await promisify(execFile)(CLI, [...args, "--manifest", manifest, "--hidden", hiddenFile, "--local"]);
-  return stdout;
-}
-
-/** `token T  logit Z  logprob L` of `cobordism sample`. */
-function parseSample(out) {
-  const [, token, logit, logprob] = /token (\d+) {2}logit (\S+) {2}logprob (\S+)/.exec(out);
-  return { token: Number(token), logit: Math.fround(Number(logit)), logprob };
-}
+/** The CLI's output computed locally from the same slices. */
+const local = (...args) => runLocal(model, hiddenFile, ...args);
 
 const client = (o = {}) => new LmHeadClient({ endpoints: shards.endpoints, token: TOKEN, ...o });
 
@@ -260,7 +248,7 @@ test("filters the shards' top-1024 cannot decide fall back to all logits, as the
     const c = new LmHeadClient({ endpoints: two.endpoints, token: TOKEN });
     const o = { temperature: 100, minP: 1e-6, seed: 3 }; // nearly flat: every token is kept
     const got = await c.sample(hidden, o);
-    const { stdout } = await promisify(execFile)(CLI, ["sample", "--manifest", join(wide.slices, "manifest.json"), "--hidden", hiddenFile, "--local", "--temperature", "100", "--min-p", "1e-6", "--seed", "3"]);
+    const stdout = await runLocal(wide, hiddenFile, "sample", "--temperature", "100", "--min-p", "1e-6", "--seed", "3");
     assert.match(stdout, /from all logits/);
     assert.deepEqual({ token: got.token, logit: got.logit, logprob: got.logprob.toFixed(6) }, parseSample(stdout));
   } finally {

@@ -4,14 +4,12 @@
 // answers a caller's mistakes with its own 400 and refuses to sample from 7 of 8 shards.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
-import { promisify } from "node:util";
 import { Miniflare } from "miniflare";
 import { startShards } from "../../../worker/local.mjs";
-import { CLI, bundleForDeploy, faultyProxy, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
+import { bundleForDeploy, parseSample, runLocal, faultyProxy, makeModel, seed, hiddenBytes, tempDir, TOKEN } from "../../../tests/worker/helpers.mjs";
 
 const ROOT = join(import.meta.dirname, "..", "..", "..");
 const EXAMPLE = join(ROOT, "examples", "inference-worker");
@@ -59,7 +57,6 @@ test("the example inference Worker samples the CLI's tokens through eight shards
   assert.equal(session.status, 200, JSON.stringify(warmed));
   assert.equal(warmed.shards.length, 8);
   assert.ok(warmed.shards.every((s) => s === "loading" || s === "ready"), JSON.stringify(warmed));
-  const manifest = join(model.slices, "manifest.json");
   for (const [i, query] of ["temperature=0.8&seed=1", "temperature=1&top_p=0.9&seed=2&session=conversation-7", "temperature=0"].entries()) {
     const bytes = hiddenBytes(256, 30 + i);
     const inference = await mf.getWorker("inference");
@@ -69,11 +66,10 @@ test("the example inference Worker samples the CLI's tokens through eight shards
     const file = join(tempDir("hidden"), "h.f32");
     writeFileSync(file, bytes);
     const q = new URLSearchParams(query);
-    const args = ["sample", "--manifest", manifest, "--hidden", file, "--local", "--temperature", q.get("temperature"), "--seed", q.get("seed") ?? "0"];
+    const args = ["sample", "--temperature", q.get("temperature"), "--seed", q.get("seed") ?? "0"];
     if (q.has("top_p")) args.push("--top-p", q.get("top_p"));
-    const { stdout } = await promisify(execFile)(CLI, args);
-    const [, token, , logprob] = /token (\d+) {2}logit (\S+) {2}logprob (\S+)/.exec(stdout);
-    assert.deepEqual([got.token, got.logprob.toFixed(6)], [Number(token), logprob], query);
+    const { token, logprob } = parseSample(await runLocal(model, file, ...args));
+    assert.deepEqual([got.token, got.logprob.toFixed(6)], [token, logprob], query);
   }
   assert.equal(proxies[1].refused(), 2, "shard 5's 503s were retried");
   // The adjustments, as the CLI's flags of the same names.
@@ -88,9 +84,8 @@ test("the example inference Worker samples the CLI's tokens through eight shards
     const r = await (await mf.getWorker("inference")).fetch(`http://localhost/next-token?temperature=1.2&seed=4&${query}`, { method: "POST", body: bytes });
     const got = await r.json();
     assert.equal(r.status, 200, JSON.stringify(got));
-    const { stdout } = await promisify(execFile)(CLI, ["sample", "--manifest", manifest, "--hidden", file, "--local", "--temperature", "1.2", "--seed", "4", ...flags]);
-    const [, token, , logprob] = /token (\d+) {2}logit (\S+) {2}logprob (\S+)/.exec(stdout);
-    assert.deepEqual([got.token, got.logprob.toFixed(6)], [Number(token), logprob], query);
+    const { token, logprob } = parseSample(await runLocal(model, file, "sample", "--temperature", "1.2", "--seed", "4", ...flags));
+    assert.deepEqual([got.token, got.logprob.toFixed(6)], [token, logprob], query);
     if (query.startsWith("logit_bias=4321")) assert.equal(got.token, 4321);
   }
   // The same as JSON (the hidden vector and the parameters in the body), with a range.
@@ -112,9 +107,8 @@ test("the example inference Worker samples the CLI's tokens through eight shards
   const got = await r.json();
   assert.equal(r.status, 200, JSON.stringify(got));
   const flags = ["--logit-bias", "17:2.5,40:-inf", "--history", "5,5,17", "--presence-penalty", "0.5", "--allow", "0..100,5000"];
-  const { stdout } = await promisify(execFile)(CLI, ["sample", "--manifest", manifest, "--hidden", file, "--local", "--temperature", "1.2", "--seed", "4", ...flags]);
-  const [, token, , logprob] = /token (\d+) {2}logit (\S+) {2}logprob (\S+)/.exec(stdout);
-  assert.deepEqual([got.token, got.logprob.toFixed(6)], [Number(token), logprob], "JSON");
+  const { token, logprob } = parseSample(await runLocal(model, file, "sample", "--temperature", "1.2", "--seed", "4", ...flags));
+  assert.deepEqual([got.token, got.logprob.toFixed(6)], [token, logprob], "JSON");
   const inference = await mf.getWorker("inference");
   const bad = await inference.fetch("http://localhost/next-token", { method: "POST", body: new Uint8Array(3) });
   assert.equal(bad.status, 400);
