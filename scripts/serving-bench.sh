@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The decode-loop benchmark (benches/serving/run.mjs): C = 1, 4, 16, 32 concurrent streams through
 # the example inference Worker and eight qwen2.5-7b-shaped Q6_K shards in workerd, the shards'
-# coalescing off and on in the same run, exact and int8. Writes docs/BENCHMARKS-serving.md (linked
+# coalescing off and on in the same run, exact and int8; then C = 1 and 16 (exact, coalescing on)
+# with adjustments sent as JSON: none, a 4,096-token history, an allowed set of all but 300
+# tokens. Writes docs/BENCHMARKS-serving.md (linked
 # from docs/BENCHMARKS.md), docs/serving.svg and
 # target/serving/serving.json; about 10 minutes here — run it on an idle machine.
 # Usage: scripts/serving-bench.sh [ARGS for run.mjs…]
@@ -12,6 +14,8 @@ export CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 mkdir -p target/serving
 node benches/serving/run.mjs --tokens 32 --json target/serving/serving.json --svg docs/serving.svg "$@" \
   >target/serving/serving.md
+node benches/serving/run.mjs --tokens 64 --concurrency 1,16 --precisions exact --modes on \
+  --adjust json,none,history,allowed --json target/serving/adjust.json "$@" >target/serving/adjust.md
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 {
   cat <<HEAD
@@ -30,6 +34,18 @@ figures move by ±10–15 % between runs on this shared VM.
 ![tokens/s and p99 against C](serving.svg)
 
 $(cat target/serving/serving.md)
+
+### With adjustments (logit bias, penalties, allowed sets)
+
+The same loop, exact, coalescing on, at C = 1 and 16, each step's parameters sent to the example
+Worker as JSON with the hidden vector (\`Content-Type: application/json\`): \`json\` without
+adjustments (the baseline: the JSON body's own cost), \`none\` the plain f32 body, \`history\`
+a 4,096-token history under the presence, frequency and repetition penalties, \`allowed\` an
+allowed set of every token but 300 (301 ranges). The client writes them after the hidden vector
+of each shard's request (docs/API.md, "Adjustments"); the rows alternate variant by variant at
+each C, at least 64 measured tokens each.
+
+$(cat target/serving/adjust.md)
 
 HEAD
 } >docs/BENCHMARKS-serving.md
