@@ -46,7 +46,7 @@ function flagsAgainst(plain) {
 }
 
 /** `check(both, local)` against `shards` local shards of a fresh model (helpers' againstLocal). */
-const withShards = (shards, check) => againstLocal({ shards, vocab: VOCAB, modelSeed: 80 + shards, hiddenSeed: 5 }, check);
+const withShards = (shards, check, residency = "isolate") => againstLocal({ shards, vocab: VOCAB, modelSeed: 80 + shards, hiddenSeed: 5, residency }, check);
 
 test("8 shards: each flag gives the --local token on 20 seeds, and a +100 bias wins every draw", async (t) => {
   await withShards(8, async (both) => {
@@ -73,8 +73,8 @@ test("8 shards: each flag gives the --local token on 20 seeds, and a +100 bias w
   });
 });
 
-for (const shards of [1, 2, 8, 12]) {
-  test(`${shards} shards: every flag together, filtered, greedy and logprobs equal --local`, async () => {
+for (const [shards, residency] of [[1, "isolate"], [2, "isolate"], [8, "isolate"], [12, "isolate"], [2, "object"]]) {
+  test(`${shards} shards (${residency} residency): every flag together, filtered, greedy and logprobs equal --local`, async () => {
     await withShards(shards, async (both) => {
       for (const extra of [[], ["--top-k", "7"], ["--top-p", "0.8"], ["--min-p", "0.2"], ["--temperature", "0"]]) {
         for (const s of ["1", "2", "3"]) {
@@ -87,7 +87,7 @@ for (const shards of [1, 2, 8, 12]) {
       assert.equal(result(la, "     token"), result(lb, "     token"));
       assert.match(result(la, "     token"), /4242\s+-inf/, "a banned token's logprob is -inf");
       assert.match(result(la, "     token"), /5999\s+-inf/, "a token outside the allowed set: -inf");
-    });
+    }, residency);
   });
 }
 

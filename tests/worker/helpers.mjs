@@ -235,13 +235,14 @@ export function bundleForDeploy(exampleDir, workDir) {
 }
 
 /**
- * `shards` local shards (the test token) serving a fresh 256-wide Q6_K model of `vocab` tokens
- * and a hidden vector file: `check(both, local)`, where `both(...args)` runs a CLI command
- * against the shards and with `--local`, resolving to the two outputs.
+ * `shards` local shards (the test token; `residency` "isolate" or "object") serving a fresh
+ * 256-wide Q6_K model of `vocab` tokens and a hidden vector file: `check(both, local)`, where
+ * `both(...args)` runs a CLI command against the shards and with `--local`, resolving to the two
+ * outputs.
  */
-export async function againstLocal({ shards, vocab, modelSeed, hiddenSeed }, check) {
+export async function againstLocal({ shards, vocab, modelSeed, hiddenSeed, residency = "isolate" }, check) {
   const m = makeModel({ type: "q6_k", hidden: 256, vocab, shards, seed: modelSeed });
-  const local = await startShards({ shards, authToken: TOKEN });
+  const local = await startShards({ shards, authToken: TOKEN, residency });
   try {
     await seed(await local.bucket(), m);
     const h = join(tempDir("hidden"), "h.f32");
