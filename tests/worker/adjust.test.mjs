@@ -23,6 +23,14 @@ function idsFile(name, ids) {
 }
 
 const history = idsFile("history", [5, 5, 5, 17, 749, 750, 750, 3001, 5999, 17, 4242]);
+/** Each flag alone, aimed at fixed ids spread over every cut below. */
+const EACH = [
+  ["--logit-bias", "17:3.5,750:-2,4242:-inf,5999:1.25"],
+  ["--presence-penalty", "0.8", "--history", history],
+  ["--frequency-penalty", "0.6", "--history", "5,5,5,17,750,3001"],
+  ["--repetition-penalty", "1.7", "--history", history],
+  ["--allow", "3..9,740..760,5990..6000"],
+];
 const ALL = ["--logit-bias", "17:3.5,750:-2,4242:-inf,5999:1.25", "--history", history, "--repetition-penalty", "1.7", "--presence-penalty", "0.3", "--frequency-penalty", "0.2", "--allow", "0..800,3000..3100"];
 
 /**
@@ -74,12 +82,18 @@ test("8 shards: each flag gives the --local token on 20 seeds, and a +100 bias w
 });
 
 for (const [shards, residency] of [[1, "isolate"], [2, "isolate"], [8, "isolate"], [12, "isolate"], [2, "object"]]) {
-  test(`${shards} shards (${residency} residency): every flag together, filtered, greedy and logprobs equal --local`, async () => {
+  test(`${shards} shards (${residency} residency): each flag and every flag together, filtered, greedy and logprobs equal --local`, async () => {
     await withShards(shards, async (both) => {
       for (const extra of [[], ["--top-k", "7"], ["--top-p", "0.8"], ["--min-p", "0.2"], ["--temperature", "0"]]) {
         for (const s of ["1", "2", "3"]) {
           const [a, b] = await both("sample", "--seed", s, ...ALL, ...extra);
           assert.equal(result(a, "token "), result(b, "token "), `${extra.join(" ")} seed ${s}`);
+        }
+      }
+      for (const flag of EACH) {
+        for (const s of ["4", "5"]) {
+          const [a, b] = await both("sample", "--seed", s, "--temperature", "1.3", ...flag);
+          assert.equal(result(a, "token "), result(b, "token "), `${flag.join(" ")} seed ${s}`);
         }
       }
       const tokens = ["--tokens", "5,17,750,4242,3050,5999"];
