@@ -16,6 +16,9 @@ out=$PWD/target/bench && mkdir -p "$out" # absolute: the wasm runs (WASI) have n
 wasi() { node --no-warnings=ExperimentalWarning scripts/wasi-run.mjs "$@"; }
 
 echo "building…" >&2
+# llama.cpp's ggml, pinned, for the peer table (left out, with a line saying so, without PyPI).
+GGML_SRC=$(scripts/fetch-ggml.sh) || { echo "ggml not fetched: the peer table leaves it out" >&2; GGML_SRC=; }
+export GGML_SRC
 cargo build -q --release -p cobordism-benches -p cobordism-peers -p cobordism
 cargo build -q --release -p cobordism-benches -p cobordism-peers --target wasm32-wasip1
 cargo build -q --release -p cobordism-engine-bench --target wasm32-unknown-unknown
@@ -122,7 +125,13 @@ than float-heavy exact); they are kept to show that the NEON backend runs the fu
 
 $(cat "$out/aarch64.md")
 
-## Peer: candle-core 0.11.1 (quantizes x to 8 bits, like kquant's int8 mode)
+## Peers: llama.cpp's ggml and candle-core 0.11.1 (both quantize x to 8 bits, like kquant's int8 mode)
+
+ggml is llama.cpp's CPU backend from the llama-cpp-python 0.3.36 source distribution
+(\`scripts/fetch-ggml.sh\`: pinned by version and SHA-256), its quantization kernels compiled
+with the host's C compiler at \`-O3 -march=native\` and run as its matmul runs one vector on
+one thread: x quantized to Q8_K once, then one \`vec_dot\` per weight row. Native only (its
+wasm build needs clang, not on this machine).
 
 Native:
 

@@ -1,19 +1,21 @@
-//! Median wall time of peer k-quant mat-vecs (candle-core) on the benchmark shapes, next to
-//! kquant's fastest backend (exact and int8 modes) timed in the same run on the same bytes,
-//! plus the int8 mode's and the peer's error against kquant's exact result. Markdown on
-//! stdout; with `--json FILE` the peer rows also as JSON lines in `kernel-timing`'s schema
-//! (kquant's rows come from `kernel-timing --json`).
+//! Median wall time of peer k-quant mat-vecs (llama.cpp's ggml, candle-core) on the benchmark
+//! shapes, next to kquant's fastest backend (exact and int8 modes) timed in the same run on the
+//! same bytes, the kernels alternated call by call, plus the int8 mode's and the peers' error
+//! against kquant's exact result. Markdown on stdout; with `--json FILE` the peer rows also as
+//! JSON lines in `kernel-timing`'s schema (kquant's rows come from `kernel-timing --json`).
 //!
 //! ```sh
-//! cargo run --release -p cobordism-peers --bin peer-timing [-- RUNS] [--json FILE]
+//! GGML_SRC=$(scripts/fetch-ggml.sh) cargo run --release -p cobordism-peers --bin peer-timing \
+//!     [-- RUNS] [--json FILE]
 //! cargo run --release -p cobordism-peers --bin peer-timing --target wasm32-wasip1 [-- RUNS]
 //! ```
 //!
-//! candle runs single-threaded (`CANDLE_NUM_THREADS=1`) unless the environment says otherwise.
+//! ggml is in only where the build had `GGML_SRC` (x86_64; `build.rs`); candle runs
+//! single-threaded (`CANDLE_NUM_THREADS=1`) unless the environment says otherwise.
 
 use std::hint::black_box;
 
-use cobordism_benches::{median_ms, TimingArgs, CASES};
+use cobordism_benches::{TimingArgs, CASES};
 use cobordism_peers::candle::{candle_path, pin_threads, CandleMatrix};
 use cobordism_peers::timing::Row;
 use kquant::{Backend, QMatrix};
@@ -23,6 +25,32 @@ fn max_rel_err(a: &[f32], b: &[f32]) -> f32 {
     let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
     let diff = a.iter().zip(b).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
     diff / scale
+}
+
+/// A kernel's name and one call of it.
+type Kernel<'a> = (&'a String, Box<dyn FnMut() + 'a>);
+
+/// The medians of `kernels`, each called `runs` times after one warm-up, alternated call by call
+/// (so that the machine's drift falls on all of them alike).
+fn alternated_medians(runs: usize, kernels: &mut [&mut dyn FnMut()]) -> Vec<f64> {
+    for k in kernels.iter_mut() {
+        k();
+    }
+    let mut times = vec![Vec::with_capacity(runs); kernels.len()];
+    for _ in 0..runs {
+        for (k, t) in kernels.iter_mut().zip(&mut times) {
+            let start = std::time::Instant::now();
+            k();
+            t.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    times
+        .into_iter()
+        .map(|mut t| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        })
+        .collect()
 }
 
 fn main() {
@@ -36,12 +64,20 @@ fn main() {
     let exact_name = format!("kquant {arch} {best}");
     let int8_name = format!("kquant {arch} {best} int8");
     let candle_name = format!("candle {arch} {}", candle_path());
+    let ggml_name = format!("ggml {arch} (llama-cpp-python 0.3.36, -march=native)");
+    let with_ggml = cfg!(ggml);
     println!(
-        "{arch}, median of {runs} runs after one warm-up; candle-core 0.11.1, {threads} thread(s)"
+        "{arch}, median of {runs} runs after one warm-up, kernels alternated call by call; \
+         candle-core 0.11.1, {threads} thread(s); ggml one thread{}",
+        if with_ggml {
+            ""
+        } else {
+            " — not built here (GGML_SRC unset: GGML_SRC=$(scripts/fetch-ggml.sh) on x86_64)"
+        }
     );
     println!();
-    println!("| case | kernel | ms | GB/s | speed vs candle |");
-    println!("|---|---|---:|---:|---:|");
+    println!("| case | kernel | ms | GB/s | speed vs ggml | speed vs candle |");
+    println!("|---|---|---:|---:|---:|---:|");
     let mut json = String::new();
     let mut errors = Vec::new();
     for case in CASES {
@@ -49,6 +85,8 @@ fn main() {
         let (w, x) = case.data(1);
         let kq = QMatrix::new(case.ty, &w, case.rows, case.cols).expect("valid case");
         let peer = CandleMatrix::new(case.ty, &w, case.rows, case.cols);
+        #[cfg(ggml)]
+        let mut ggml = cobordism_peers::ggml::GgmlMatrix::new(case.ty, &w, case.rows, case.cols);
         let mut exact = vec![0.0; case.rows];
         let mut out = vec![0.0; case.rows];
         let mut scratch = vec![0.0; kq.scratch_len()];
@@ -59,39 +97,80 @@ fn main() {
             .expect("kquant int8");
         let int8_err = max_rel_err(&out, &exact);
         peer.mat_vec(&x, &mut out);
-        errors.push((label.clone(), int8_err, max_rel_err(&out, &exact)));
+        let candle_err = max_rel_err(&out, &exact);
+        #[cfg(ggml)]
+        ggml.mat_vec(&x, &mut out);
+        let ggml_err = with_ggml.then(|| max_rel_err(&out, &exact));
+        errors.push((label.clone(), int8_err, ggml_err, candle_err));
 
-        let exact_ms = median_ms(runs, || {
-            kq.mat_vec_with(best, black_box(&x), &mut out, &mut scratch)
-                .expect("kquant mat_vec")
-        });
-        let int8_ms = median_ms(runs, || {
-            kq.mat_mat_int8_with(best, black_box(&x), &mut out, &mut int8_scratch)
-                .expect("kquant int8")
-        });
-        let peer_ms = median_ms(runs, || peer.mat_vec(black_box(&x), &mut out));
-        for (kernel, ms) in [
-            (&exact_name, exact_ms),
-            (&int8_name, int8_ms),
-            (&candle_name, peer_ms),
-        ] {
+        let x = &x;
+        let mut kernels: Vec<Kernel> = Vec::new();
+        #[cfg(ggml)]
+        {
+            let mut y = vec![0.0; case.rows];
+            kernels.push((
+                &ggml_name,
+                Box::new(move || ggml.mat_vec(black_box(x), &mut y)),
+            ));
+        }
+        let (kq, peer) = (&kq, &peer);
+        let mut y = vec![0.0; case.rows];
+        kernels.push((
+            &exact_name,
+            Box::new(move || {
+                kq.mat_vec_with(best, black_box(x), &mut y, &mut scratch)
+                    .expect("kquant mat_vec")
+            }),
+        ));
+        let mut y = vec![0.0; case.rows];
+        kernels.push((
+            &int8_name,
+            Box::new(move || {
+                kq.mat_mat_int8_with(best, black_box(x), &mut y, &mut int8_scratch)
+                    .expect("kquant int8")
+            }),
+        ));
+        let mut y = vec![0.0; case.rows];
+        kernels.push((
+            &candle_name,
+            Box::new(move || peer.mat_vec(black_box(x), &mut y)),
+        ));
+        let mut calls: Vec<&mut dyn FnMut()> = kernels
+            .iter_mut()
+            .map(|(_, k)| &mut **k as &mut dyn FnMut())
+            .collect();
+        let medians = alternated_medians(runs, &mut calls);
+        let of = |name: &String| {
+            kernels
+                .iter()
+                .zip(&medians)
+                .find(|((n, _), _)| *n == name)
+                .map(|(_, ms)| *ms)
+        };
+        let (ggml_ms, candle_ms) = (of(&ggml_name), of(&candle_name));
+        for ((kernel, _), &ms) in kernels.iter().zip(&medians) {
             let row = Row {
                 case: &label,
                 kernel,
                 ms,
                 bytes: case.weight_bytes(),
             };
-            println!("{} {:.2}× |", row.markdown(), peer_ms / ms);
-            if kernel == &candle_name {
+            let vs = |peer: Option<f64>| peer.map_or("–".into(), |p| format!("{:.2}×", p / ms));
+            println!("{} {} | {} |", row.markdown(), vs(ggml_ms), vs(candle_ms));
+            if *kernel == &candle_name || *kernel == &ggml_name {
                 json += &row.json();
             }
         }
     }
     println!();
-    println!("| case | max abs(y − y_exact) / max abs(y_exact): {int8_name} | {candle_name} |");
-    println!("|---|---:|---:|");
-    for (label, int8_err, peer_err) in errors {
-        println!("| {label} | {int8_err:.2e} | {peer_err:.2e} |");
+    println!(
+        "| case | max abs(y − y_exact) / max abs(y_exact): {int8_name} | {ggml_name} | \
+         {candle_name} |"
+    );
+    println!("|---|---:|---:|---:|");
+    for (label, int8_err, ggml_err, candle_err) in errors {
+        let ggml_err = ggml_err.map_or("–".into(), |e| format!("{e:.2e}"));
+        println!("| {label} | {int8_err:.2e} | {ggml_err} | {candle_err:.2e} |");
     }
     if let Some(path) = json_path {
         std::fs::write(&path, json).expect("writing the JSON file");
