@@ -277,6 +277,9 @@ pub fn sample(parts: &[Part<'_>], s: &Sampling, vector: u32) -> Result<Sampled, 
         });
     let certain = match bound {
         None => union.len(),
+        // Every left-out logit is `−∞` (outside an allowed set, or banned: `crate::adjust`):
+        // the union holds every token that can be drawn, and the others weigh nothing.
+        Some(f32::NEG_INFINITY) => union.len(),
         Some(b) => union.iter().take_while(|e| e.1 > b).count(),
     };
     let head = &union[..certain];

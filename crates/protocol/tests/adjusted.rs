@@ -11,7 +11,7 @@ mod support;
 use std::collections::HashMap;
 
 use cobordism_protocol::adjust::Adjust;
-use cobordism_protocol::sampling::{merge_winners, Sampled, Sampling, Undecided};
+use cobordism_protocol::sampling::{merge_winners, sample_all, Sampled, Sampling, Undecided};
 use cobordism_protocol::{Form, Noise, TopK};
 use support::{chi_square, critical, cuts, logits, reference, sample_sections};
 
@@ -270,4 +270,51 @@ fn chi_square_accepts_the_adjusted_distribution_and_rejects_the_unadjusted_one()
         x > limit,
         "the unadjusted sampler passed: chi-square {x:.1} < {limit:.1}"
     );
+}
+
+#[test]
+fn filters_over_a_small_allowed_set_decide_at_the_first_k() {
+    // A grammar's handful of tokens under llama.cpp's default top-k 40: every left-out logit is
+    // −∞, so the shards' first top-64 decides every filter (no round for all the logits), and
+    // the draw and its log-probability are those of one machine with all the logits.
+    let all = logits(3000, 14);
+    let a = Adjust {
+        allowed: Some(Adjust::ranges_of(&[5, 1400, 2999])),
+        bias: vec![(1400, f32::NEG_INFINITY)],
+        ..Adjust::none()
+    };
+    let whole = adjusted(&all, &a);
+    let plain = Sampling::plain(0.8, 0);
+    for s in [
+        Sampling {
+            top_k: Some(40),
+            ..plain
+        },
+        Sampling {
+            top_p: Some(0.95),
+            ..plain
+        },
+        Sampling {
+            min_p: Some(0.05),
+            top_k: Some(40),
+            ..plain
+        },
+    ] {
+        for seed in 0..20 {
+            let s = Sampling { seed, ..s };
+            let want = sample_all(&whole, &s, 0).unwrap();
+            for shards in [1, 2, 8, 12] {
+                let got = sharded(&all, shards, &s, &a, 64).unwrap_or_else(|e| {
+                    panic!("{s:?}, {shards} shards: undecided at K = 64: {}", e.0)
+                });
+                assert_eq!(got.token, want.token, "{s:?} {shards} shards");
+                assert!([5, 2999].contains(&got.token));
+                assert_eq!(
+                    got.logprob.to_bits(),
+                    want.logprob.to_bits(),
+                    "{s:?} {shards}"
+                );
+            }
+        }
+    }
 }
