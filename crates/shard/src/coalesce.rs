@@ -34,22 +34,23 @@
 //! queue with its body buffer the moment the runtime drops the request.
 //!
 //! A request whose body ends with adjustments (`?adjust=LEN`: an allowed set, logit bias,
-//! penalties; `cobordism_protocol::adjust`) has them checked when it queues (a bad section
-//! fails alone, at once) and applied by the pass to its own logits only, before its answer is
-//! encoded: requests with and without adjustments share a pass, and each gets the bits it gets
-//! alone.
+//! penalties; `cobordism_protocol::adjust`) has them decoded and checked when it queues (a bad
+//! section fails alone, at once) and applied by the pass to its own logits only, before its
+//! answer is encoded: requests with and without adjustments share a pass, and each gets the
+//! bits it gets alone.
 //!
 //! Memory stays what `cobordism_protocol::MemoryNeed` counts: a waiting job holds the body
-//! buffer it was received into (so the body pool still bounds how many wait; a body with
-//! adjustments holds the slots of its section twice), and one pass at a time holds the decoded
-//! vectors and logits of at most `MAX_BATCH` vectors and the decoded adjustments of one job.
+//! buffer it was received into (so the body pool still bounds how many wait) and its decoded
+//! adjustments (a body with a section claims the slots of its section twice: received and
+//! decoded), and one pass at a time holds the decoded vectors and logits of at most
+//! `MAX_BATCH` vectors.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::rc::Rc;
 
-use cobordism_protocol::adjust::{self, split_body, Adjust, AdjustError};
+use cobordism_protocol::adjust::{decode, split_body, Adjust, AdjustError};
 use cobordism_protocol::{
     check_hidden, decode_hidden_into, ErrorCode, HiddenError, Query, MAX_BATCH,
 };
@@ -88,6 +89,8 @@ type Slot = Rc<RefCell<Option<Result<Answer, ShardError>>>>;
 struct Job {
     query: Query,
     body: Body,
+    /// One per vector, decoded from the end of the body; `None` without `?adjust`.
+    adjusts: Option<Vec<Adjust>>,
     /// The hidden size the body was checked against, and its vectors.
     hidden: usize,
     n: usize,
@@ -188,19 +191,21 @@ impl Coalescer {
         let (hidden, vocab) = shard
             .with_resident(|r| (r.manifest.hidden, r.manifest.vocab))
             .ok_or_else(|| slice_loading(REPLACED))?;
-        let n = body.with(|bytes| {
+        let (n, adjusts) = body.with(|bytes| {
             let (vectors, section) = split_body(bytes, query.adjust).map_err(bad_adjust)?;
             let n = check_hidden(vectors, hidden).map_err(refused)?;
-            if query.adjust.is_some() {
-                adjust::decode(section, n, vocab as u32).map_err(bad_adjust)?;
-            }
-            Ok::<_, ShardError>(n)
+            let adjusts = match query.adjust {
+                None => None,
+                Some(_) => Some(decode(section, n, vocab as u32).map_err(bad_adjust)?),
+            };
+            Ok::<_, ShardError>((n, adjusts))
         })??;
         body.complete();
         let answer: Slot = Rc::default();
         self.queue.borrow_mut().push_back(Job {
             query,
             body,
+            adjusts,
             hidden,
             n,
             answer: answer.clone(),
@@ -264,7 +269,6 @@ impl Coalescer {
                         .map_err(refused)?;
                 }
                 let mut logits = r.logits(&xs, vectors, jobs[0].query.precision)?;
-                let vocab = r.manifest.vocab as u32;
                 let (rows, row_start) = (r.entry.row_count, r.entry.row_start);
                 let mut at = 0;
                 Ok(jobs
@@ -282,12 +286,12 @@ impl Coalescer {
                         // The must-fail build "adjust_skipped" answers with the plain logits.
                         let adjusts = match cfg!(shard_perturb = "adjust_skipped") {
                             true => None,
-                            false => job.adjusts(vocab)?,
+                            false => job.adjusts.as_deref(),
                         };
                         let form = &job.query.form;
                         let payload = match adjusts {
                             None => form.encode(mine, rows, row_start as u32)?,
-                            Some(a) => form.encode_adjusted(mine, rows, row_start as u32, &a)?,
+                            Some(a) => form.encode_adjusted(mine, rows, row_start as u32, a)?,
                         };
                         Ok(Answer {
                             payload,
@@ -343,21 +347,6 @@ impl Coalescer {
             }
         }
         taken
-    }
-}
-
-impl Job {
-    /// Its adjustments, one per vector, decoded from the end of its body (checked when it
-    /// queued); `None` when it has none.
-    fn adjusts(&self, vocab: u32) -> Result<Option<Vec<Adjust>>, ShardError> {
-        if self.query.adjust.is_none() {
-            return Ok(None);
-        }
-        let decoded = self.body.with(|bytes| {
-            let (_, section) = split_body(bytes, self.query.adjust)?;
-            adjust::decode(section, self.n, vocab)
-        })?;
-        decoded.map(Some).map_err(bad_adjust)
     }
 }
 
