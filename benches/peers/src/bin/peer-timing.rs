@@ -63,6 +63,12 @@ fn main() {
     let best = Backend::best();
     let exact_name = format!("kquant {arch} {best}");
     let int8_name = format!("kquant {arch} {best} int8");
+    // The int8 mode on every vector backend (not the baseline scalar and SSE2 ones): the
+    // one-vector comparison with ggml holds per backend, not only for the best.
+    let int8_backends: Vec<(Backend, String)> = Backend::available()
+        .filter(|b| !matches!(b, Backend::Scalar | Backend::Sse2))
+        .map(|b| (b, format!("kquant {arch} {b} int8")))
+        .collect();
     let candle_name = format!("candle {arch} {}", candle_path());
     let ggml_name = format!("ggml {arch} (llama-cpp-python 0.3.36, -march=native)");
     let with_ggml = cfg!(ggml);
@@ -122,14 +128,17 @@ fn main() {
                     .expect("kquant mat_vec")
             }),
         ));
-        let mut y = vec![0.0; case.rows];
-        kernels.push((
-            &int8_name,
-            Box::new(move || {
-                kq.mat_mat_int8_with(best, black_box(x), &mut y, &mut int8_scratch)
-                    .expect("kquant int8")
-            }),
-        ));
+        for (backend, name) in &int8_backends {
+            let (backend, mut y) = (*backend, vec![0.0; case.rows]);
+            let mut int8_scratch = int8_scratch.clone();
+            kernels.push((
+                name,
+                Box::new(move || {
+                    kq.mat_mat_int8_with(backend, black_box(x), &mut y, &mut int8_scratch)
+                        .expect("kquant int8")
+                }),
+            ));
+        }
         let mut y = vec![0.0; case.rows];
         kernels.push((
             &candle_name,

@@ -170,9 +170,13 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
         let prepared = xs.map(parts);
         let mut acc = [0.0f32; N];
         for (i, b) in row.iter().enumerate() {
-            let sc: [i16; 16] = core::array::from_fn(|j| i16::from(b.scale(j)));
             let d = v.f16_to_f32(b.d());
             let xb = prepared.map(|x| x.block(i));
+            if let (1, Some(total)) = (N, b.int8_sum(v, xb[0].xq8, xb[0].bsums)) {
+                acc[0] += (d * xb[0].dx) * total as f32;
+                continue;
+            }
+            let sc: [i16; 16] = core::array::from_fn(|j| i16::from(b.scale(j)));
             let mut sums = [v.splat_u(0); N];
             if B::SHIFTS_BY_STEP {
                 each_step!(V::unroll_int8_steps(N), s => {
@@ -214,6 +218,12 @@ impl RowKernel for Q4KQ8 {
         let prepared = xs.map(parts);
         let mut acc = [0.0f32; N];
         for (i, b) in row.iter().enumerate() {
+            let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
+            let xb = prepared.map(|x| x.block(i));
+            if let (1, Some((total, mins))) = (N, v.q4k_int8_sums(b, xb[0].xq8, xb[0].bsums)) {
+                acc[0] += (d * xb[0].dx) * total as f32 - (dmin * xb[0].dx) * mins as f32;
+                continue;
+            }
             // Per 16-column group: the sub-block's scale and min (each used for two groups).
             let (mut sc, mut m) = ([0i16; 16], [0i16; 16]);
             for s in 0..8 {
@@ -221,8 +231,6 @@ impl RowKernel for Q4KQ8 {
                 (sc[2 * s], sc[2 * s + 1]) = (i16::from(scale), i16::from(scale));
                 (m[2 * s], m[2 * s + 1]) = (i16::from(min), i16::from(min));
             }
-            let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
-            let xb = prepared.map(|x| x.block(i));
             let mut sums = [v.splat_u(0); N];
             each_step!(V::unroll_int8_steps(N), s => {
                 for c in 0..16 / V::LANES {

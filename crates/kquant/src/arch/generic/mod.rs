@@ -267,6 +267,24 @@ pub(crate) trait Vector: Copy {
         let q = self.xor(centered, self.splat_u(0x2020_2020));
         self.dot_scaled(q, xq8, xq16, scales)
     }
+    /// The int8 mode's `S` of one Q6_K block against one prepared vector (its 256 quants and
+    /// 16 group sums), computed the backend's own way (`generic::int8`'s docs: the integer sums
+    /// are exact, so their order is free); `None` where the backend runs the generic chunk loop.
+    #[inline(always)]
+    fn q6k_int8_sum(self, _b: &BlockQ6K, _xq8: &[i8; QK_K], _bsums: &[i16; 16]) -> Option<i32> {
+        None
+    }
+    /// The int8 mode's `(S, M)` of one Q4_K block against one prepared vector, as
+    /// [`Vector::q6k_int8_sum`].
+    #[inline(always)]
+    fn q4k_int8_sums(
+        self,
+        _b: &BlockQ4K,
+        _xq8: &[i8; QK_K],
+        _bsums: &[i16; 16],
+    ) -> Option<(i32, i32)> {
+        None
+    }
     /// Lane-wise i32 addition.
     fn add_i32(self, a: Self::U, b: Self::U) -> Self::U;
     /// The sum of the i32 lanes of `sum` (wrapping), and `Σ a_i·b_i` over 16 i16 pairs whose
@@ -545,6 +563,8 @@ pub(crate) trait Q6Block: bytemuck::Pod {
     fn int8_chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U;
     /// Weight `k` of each lane of a chunk (weight `4L + k` for lane `L`): the exact f32 `q − 32`.
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F;
+    /// [`Vector::q6k_int8_sum`] for a block of this layout (`None`: the chunk loop).
+    fn int8_sum<V: Vector>(&self, v: V, xq8: &[i8; QK_K], bsums: &[i16; 16]) -> Option<i32>;
     /// `acc +` [`Vector::dot_scaled`] of a chunk.
     fn dot_scaled_add<V: Vector>(
         v: V,
@@ -570,6 +590,10 @@ impl Q6Block for BlockQ6K {
     #[inline(always)]
     fn int8_chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U {
         q6k_chunk(v, self, s, c)
+    }
+    #[inline(always)]
+    fn int8_sum<V: Vector>(&self, v: V, xq8: &[i8; QK_K], bsums: &[i16; 16]) -> Option<i32> {
+        v.q6k_int8_sum(self, xq8, bsums)
     }
     #[inline(always)]
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F {
@@ -606,6 +630,10 @@ impl Q6Block for BlockQ6KPacked {
         // (j / k, j mod k) folds back to j.
         let j = s * (16 / V::LANES) + c;
         v.load_packed6(&bytemuck::bytes_of(self)[3 * V::LANES * j..])
+    }
+    #[inline(always)]
+    fn int8_sum<V: Vector>(&self, _: V, _: &[i8; QK_K], _: &[i16; 16]) -> Option<i32> {
+        None
     }
     #[inline(always)]
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F {

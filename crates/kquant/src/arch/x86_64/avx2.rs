@@ -3,6 +3,7 @@
 use core::arch::x86_64::*;
 
 use crate::arch::generic::{self, Job, Vector};
+use crate::{BlockQ4K, BlockQ6K, QK_K};
 
 /// Token for AVX2; only [`run`] makes one, after the backend was found available.
 #[derive(Clone, Copy)]
@@ -185,6 +186,21 @@ impl Vector for Avx2 {
             let scale = _mm256_set_m128i(_mm_set1_epi16(scales[1]), _mm_set1_epi16(scales[0]));
             _mm256_madd_epi16(pairs, scale)
         }
+    }
+    #[inline(always)]
+    fn q6k_int8_sum(self, b: &BlockQ6K, xq8: &[i8; QK_K], bsums: &[i16; 16]) -> Option<i32> {
+        // SAFETY: see the impl (AVX2 is among the backend's features).
+        Some(unsafe { super::int8_block::q6k_sum(b, xq8, bsums) })
+    }
+    #[inline(always)]
+    fn q4k_int8_sums(
+        self,
+        b: &BlockQ4K,
+        xq8: &[i8; QK_K],
+        bsums: &[i16; 16],
+    ) -> Option<(i32, i32)> {
+        // SAFETY: see the impl (AVX2 is among the backend's features).
+        Some(unsafe { super::int8_block::q4k_sums(b, xq8, bsums) })
     }
     #[inline(always)]
     fn add_i32(self, a: __m256i, b: __m256i) -> __m256i {

@@ -11,6 +11,7 @@
 use core::arch::x86_64::*;
 
 use crate::arch::generic::{self, Job, Vector};
+use crate::{BlockQ4K, BlockQ6K, QK_K};
 
 /// Token for AVX-512 F + BW (+ F16C), and VNNI when `VNNI`; only [`run`] and [`run_vnni`] make
 /// one, after the backend was found available.
@@ -237,6 +238,21 @@ impl<const VNNI: bool> Vector for Avx512<VNNI> {
         // `dpwssd` adds `pair_lo·scale + pair_hi·scale` to each i32 lane of `acc`, exactly
         // (|each| ≤ 2·16002·128).
         unsafe { _mm512_dpwssd_epi32(acc, pairs, scale) }
+    }
+    #[inline(always)]
+    fn q6k_int8_sum(self, b: &BlockQ6K, xq8: &[i8; QK_K], bsums: &[i16; 16]) -> Option<i32> {
+        // SAFETY: see the impl (AVX2 is among the backend's features).
+        Some(unsafe { super::int8_block::q6k_sum(b, xq8, bsums) })
+    }
+    #[inline(always)]
+    fn q4k_int8_sums(
+        self,
+        b: &BlockQ4K,
+        xq8: &[i8; QK_K],
+        bsums: &[i16; 16],
+    ) -> Option<(i32, i32)> {
+        // SAFETY: see the impl (AVX2 is among the backend's features).
+        Some(unsafe { super::int8_block::q4k_sums(b, xq8, bsums) })
     }
     #[inline(always)]
     fn add_i32(self, a: __m512i, b: __m512i) -> __m512i {

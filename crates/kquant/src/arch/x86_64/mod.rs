@@ -3,6 +3,7 @@
 
 pub(crate) mod avx2;
 pub(crate) mod avx512;
+mod int8_block;
 pub(crate) mod sse2;
 
 use core::arch::x86_64::*;

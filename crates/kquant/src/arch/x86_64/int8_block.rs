@@ -1,0 +1,193 @@
+//! The int8 mode's integer sums of one block against one vector, in AVX2 registers: what the
+//! AVX2 and AVX-512 backends run for a one-vector pass (the decode case) in place of the
+//! generic chunk loop.
+//!
+//! The integer sums of int8's canonical order (`generic::int8`) are exact, so any order of the
+//! integer operations gives the same `S` and `M`; only the float epilogue is fixed, and it stays
+//! in the generic kernel. This shape follows ggml's AVX2 loops, which keep every step in the
+//! vector unit:
+//!
+//! * 32 weights at a time: `maddubs` multiplies the unsigned quants by the signed activation
+//!   quants and adds pairs into i16 (at most 2·63·127: no saturation), `madd` multiplies those
+//!   by their 16-weight group's scale and adds pairs into i32, one `add` accumulates. The 16
+//!   weights of the register's low 128-bit half are one group, those of the high half the next.
+//! * The scales are widened to i16 once per block; a group pair's scales are put in the two
+//!   halves of a register by one in-lane byte shuffle (`vpshufb`) per 32 weights.
+//! * Q6_K's `−32` is not subtracted per weight: `32 · Σ_j sc_j · bsum_j` (one `madd` of the
+//!   scales against the vector's group sums) comes off the lanes before the one reduction.
+//! * Q4_K's mins: `M = Σ_s m_s · (bsum_2s + bsum_2s+1)`, one `hadd` of the group sums into
+//!   sub-block sums and one `madd`, reduced together with `S`.
+//!
+//! Each block ends in one horizontal reduction to an i32 (two for Q4_K, side by side); the
+//! conversion to f32 and the scaling are the generic kernel's.
+
+use core::arch::x86_64::*;
+
+use crate::{BlockQ4K, BlockQ6K};
+
+/// `S` of a Q6_K block (ggml's layout): `Σ_j sc_j · Σ_{i in j} (q_i − 32) · xq_i`.
+///
+/// # Safety
+///
+/// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
+#[inline(always)]
+pub(super) unsafe fn q6k_sum(b: &BlockQ6K, xq8: &[i8; 256], bsums: &[i16; 16]) -> i32 {
+    // SAFETY: AVX2 is available (the caller's contract). Every load reads 16 or 32 bytes at an
+    // offset that the fixed-size arrays hold: `ql` 128 bytes (two halves of 64), `qh` 64 (two of
+    // 32), `scales` 16, `xq8` 256 (eight runs of 32), `bsums` 32.
+    unsafe {
+        let sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(b.scales.as_ptr().cast()));
+        // Lanes of `sc` by group pair: groups 0..8 in both halves, then groups 8..16.
+        let pairs = [
+            _mm256_permute4x64_epi64::<0x44>(sc),
+            _mm256_permute4x64_epi64::<0xEE>(sc),
+        ];
+        let correction = _mm256_madd_epi16(sc, _mm256_loadu_si256(bsums.as_ptr().cast()));
+        let (nibble, two) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x03));
+        let mut sum = _mm256_setzero_si256();
+        for (h, &half) in pairs.iter().enumerate() {
+            let ql0 = _mm256_loadu_si256(b.ql[64 * h..].as_ptr().cast());
+            let ql1 = _mm256_loadu_si256(b.ql[64 * h + 32..].as_ptr().cast());
+            let qh = _mm256_loadu_si256(b.qh[32 * h..].as_ptr().cast());
+            // Weights 128h + 32t..: the low nibbles of ql0, ql1, then their high nibbles; qh's
+            // bit pairs 2t..2t + 2 on top. The masks come before the 16-bit shifts, so no bit
+            // crosses into the next byte.
+            let quants = [
+                _mm256_or_si256(
+                    _mm256_and_si256(ql0, nibble),
+                    _mm256_slli_epi16::<4>(_mm256_and_si256(qh, two)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(ql1, nibble),
+                    _mm256_slli_epi16::<2>(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C))),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), nibble),
+                    _mm256_and_si256(qh, _mm256_set1_epi8(0x30)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), nibble),
+                    _mm256_srli_epi16::<2>(_mm256_and_si256(qh, _mm256_set1_epi8(-64))),
+                ),
+            ];
+            for (t, q) in quants.into_iter().enumerate() {
+                let k = 4 * h + t; // 32-weight run: groups 2k and 2k + 1
+                let x = _mm256_loadu_si256(xq8[32 * k..].as_ptr().cast());
+                let scale = _mm256_shuffle_epi8(half, group_pair(t));
+                let products = _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), scale);
+                sum = _mm256_add_epi32(sum, products);
+            }
+        }
+        sum_i32(_mm256_sub_epi32(sum, _mm256_slli_epi32::<5>(correction)))
+    }
+}
+
+/// `(S, M)` of a Q4_K block: `S = Σ_j sc_{j/2} · Σ_{i in j} q_i · xq_i` and
+/// `M = Σ_s m_s · (bsum_2s + bsum_2s+1)`.
+///
+/// # Safety
+///
+/// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
+#[inline(always)]
+pub(super) unsafe fn q4k_sums(b: &BlockQ4K, xq8: &[i8; 256], bsums: &[i16; 16]) -> (i32, i32) {
+    let (sc, m) = b.scales_mins();
+    let (sc, m) = (u64::from_le_bytes(sc), u64::from_le_bytes(m));
+    // SAFETY: AVX2 is available (the caller's contract). Every load reads 32 bytes at an offset
+    // that the fixed-size arrays hold: `qs` 128 bytes (four runs of 32), `xq8` 256 (eight),
+    // `bsums` 32.
+    unsafe {
+        // Scales in lanes 0..8 of the low half, mins in the high half, as i16.
+        let scales_mins = _mm256_cvtepu8_epi16(_mm_set_epi64x(m as i64, sc as i64));
+        let scales = _mm256_permute4x64_epi64::<0x44>(scales_mins);
+        let groups = _mm256_loadu_si256(bsums.as_ptr().cast());
+        let sub_blocks = _mm_hadd_epi16(
+            _mm256_castsi256_si128(groups),
+            _mm256_extracti128_si256::<1>(groups),
+        );
+        let mins = _mm_madd_epi16(_mm256_extracti128_si256::<1>(scales_mins), sub_blocks);
+        let nibble = _mm256_set1_epi8(0x0F);
+        let mut sum = _mm256_setzero_si256();
+        for s in 0..4 {
+            // Sub-block 2s in the low nibbles of `qs[32s..]`, sub-block 2s + 1 in the high ones.
+            let q = _mm256_loadu_si256(b.qs[32 * s..].as_ptr().cast());
+            let halves = [
+                _mm256_and_si256(q, nibble),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble),
+            ];
+            for (t, q) in halves.into_iter().enumerate() {
+                let x = _mm256_loadu_si256(xq8[32 * (2 * s + t)..].as_ptr().cast());
+                let scale = _mm256_shuffle_epi8(scales, sub_block(2 * s + t));
+                let products = _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), scale);
+                sum = _mm256_add_epi32(sum, products);
+            }
+        }
+        sums_i32(sum, mins)
+    }
+}
+
+/// The shuffle that fills the low half of a register with the i16 in lane `2t` and the high
+/// half with lane `2t + 1`, both taken from the same half (`t` in 0..4).
+#[inline(always)]
+fn group_pair(t: usize) -> __m256i {
+    let lane = |g: usize| {
+        let g = if cfg!(kquant_perturb = "int8_block") {
+            (g + 1) % 8 // A must-fail build's bug: each group takes its neighbour's scale.
+        } else {
+            g
+        };
+        i16::from_le_bytes([2 * g as u8, 2 * g as u8 + 1])
+    };
+    let (low, high) = (lane(2 * t), lane(2 * t + 1));
+    // SAFETY: `_mm256_set_epi16` only builds a register (AVX, implied by the callers' AVX2).
+    unsafe {
+        _mm256_set_epi16(
+            high, high, high, high, high, high, high, high, low, low, low, low, low, low, low, low,
+        )
+    }
+}
+
+/// The shuffle that fills both halves of a register with the i16 in lane `s` (0..8).
+#[inline(always)]
+fn sub_block(s: usize) -> __m256i {
+    let s = if cfg!(kquant_perturb = "int8_block") {
+        (s + 1) % 8 // A must-fail build's bug: each sub-block takes its neighbour's scale.
+    } else {
+        s
+    };
+    // SAFETY: `_mm256_set1_epi16` only builds a register (AVX, implied by the callers' AVX2).
+    unsafe { _mm256_set1_epi16(i16::from_le_bytes([2 * s as u8, 2 * s as u8 + 1])) }
+}
+
+/// The sum of the eight i32 lanes (wrapping).
+///
+/// # Safety
+///
+/// AVX2 must be available.
+#[inline(always)]
+unsafe fn sum_i32(v: __m256i) -> i32 {
+    // SAFETY: AVX2 is available (the caller's contract).
+    unsafe {
+        let quad = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let pair = _mm_add_epi32(quad, _mm_shuffle_epi32::<0b01_00_11_10>(quad));
+        _mm_cvtsi128_si32(_mm_add_epi32(
+            pair,
+            _mm_shuffle_epi32::<0b10_11_00_01>(pair),
+        ))
+    }
+}
+
+/// The sums of the eight i32 lanes of `a` and of the four of `b` (wrapping), side by side.
+///
+/// # Safety
+///
+/// AVX2 must be available.
+#[inline(always)]
+unsafe fn sums_i32(a: __m256i, b: __m128i) -> (i32, i32) {
+    // SAFETY: AVX2 is available (the caller's contract).
+    unsafe {
+        let quad = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256::<1>(a));
+        let pairs = _mm_hadd_epi32(quad, b); // [a0+a1, a2+a3, b0+b1, b2+b3]
+        let both = _mm_hadd_epi32(pairs, pairs); // [Σ a, Σ b, Σ a, Σ b]
+        (_mm_cvtsi128_si32(both), _mm_extract_epi32::<1>(both))
+    }
+}
