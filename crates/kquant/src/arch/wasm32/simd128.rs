@@ -31,6 +31,7 @@
 use core::arch::wasm32::*;
 
 use crate::arch::generic::{self, Job, RowKernel, Vector};
+use crate::{BlockQ4K, BlockQ6K, QK_K};
 
 /// Token for simd128, enabled at compile time for this build, with the constant vectors of the
 /// packed6 kernels.
@@ -91,17 +92,29 @@ impl<const RELAXED: bool> Simd128<RELAXED> {
         let x = &xq8[..16];
         // SAFETY: `x` is 16 readable bytes.
         let x = unsafe { v128_load(x.as_ptr().cast()) };
-        let (a, b) = if cfg!(kquant_perturb = "signed_i7") {
-            // A must-fail build's bug: the signed activations in the 7-bit operand, as LLVM
-            // once chose on its own (implementation-defined results).
-            (q, x)
-        } else {
-            (x, q)
-        };
-        // Pairs of products in i16 lanes (at most 2·127·63 in magnitude), then pairs of those
-        // times the scale into i32 lanes: two instructions where V8 lowers each to one on x64.
-        let pairs = i16x8_relaxed_dot_i8x16_i7x16(a, b);
-        i32x4_dot_i16x8(pairs, i16x8_splat(scale))
+        // Pairs of products in i16 lanes, then pairs of those times the scale into i32 lanes:
+        // two instructions where V8 lowers each to one on x64.
+        i32x4_dot_i16x8(self.pair_products(q, x), i16x8_splat(scale))
+    }
+
+    /// The 16 products `q_i · x_i` of unsigned quants `q` (0..=127) and activation quants `x`
+    /// (−127..=127), added two by two into eight i16 lanes (at most 2·127·127 in magnitude;
+    /// which two is free, the callers only sum the lanes): relaxed SIMD's 8-bit dot product
+    /// (see the module docs), or in the plain backend two extending multiplies added.
+    #[inline(always)]
+    pub(super) fn pair_products(self, q: v128, x: v128) -> v128 {
+        #[cfg(feature = "relaxed-simd")]
+        if RELAXED {
+            let (a, b) = if cfg!(kquant_perturb = "signed_i7") {
+                // A must-fail build's bug: the signed activations in the 7-bit operand, as
+                // LLVM once chose on its own (implementation-defined results).
+                (q, x)
+            } else {
+                (x, q)
+            };
+            return i16x8_relaxed_dot_i8x16_i7x16(a, b);
+        }
+        i16x8_add(i16x8_extmul_low_i8x16(q, x), i16x8_extmul_high_i8x16(q, x))
     }
 }
 
@@ -276,6 +289,19 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
             xq,
             scales[0],
         )
+    }
+    #[inline(always)]
+    fn q6k_int8_sum(self, b: &BlockQ6K, xq8: &[i8; QK_K], bsums: &[i16; 16]) -> Option<i32> {
+        Some(super::int8_block::q6k_sum(self, b, xq8, bsums))
+    }
+    #[inline(always)]
+    fn q4k_int8_sums(
+        self,
+        b: &BlockQ4K,
+        xq8: &[i8; QK_K],
+        bsums: &[i16; 16],
+    ) -> Option<(i32, i32)> {
+        Some(super::int8_block::q4k_sums(self, b, xq8, bsums))
     }
     #[inline(always)]
     fn add_i32(self, a: v128, b: v128) -> v128 {

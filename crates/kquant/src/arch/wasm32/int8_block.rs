@@ -1,0 +1,126 @@
+//! The int8 mode's integer sums of one block against one vector in simd128: what a one-vector
+//! pass (the decode case) runs in place of the generic chunk loop, in the plain and the relaxed
+//! backend alike.
+//!
+//! The integer sums of int8's canonical order (`generic::int8`) are exact, so their order is
+//! free. The generic loop unpacks a 16-weight chunk for every four lanes and reads its scale
+//! from a decoded array; here a block is unpacked the way its bytes lie (Q6_K: 128 weights from
+//! four `ql` and two `qh` registers; Q4_K: 64 weights from two registers, low nibbles then
+//! high), and each 16-weight group costs:
+//!
+//! * one load of the activation quants and [`Simd128::pair_products`] (relaxed SIMD's 8-bit dot
+//!   product, or two extending multiplies added), giving the group's 16 products in eight i16
+//!   lanes;
+//! * one `i32x4.dot_i16x8_s` against the group's scale splat, one add into the i32 sum. Q4_K
+//!   adds the i16 products of a sub-block's two groups first (one scale per 32 weights; at most
+//!   4·15·127 in a lane).
+//!
+//! Q6_K's `−32` and Q4_K's mins come from the group sums of the activations, as on x86
+//! (`x86_64::int8_block`), and each block ends in one reduction of its i32 lanes.
+
+use core::arch::wasm32::*;
+
+use super::simd128::Simd128;
+use crate::{BlockQ4K, BlockQ6K, QK_K};
+
+/// 16 bytes as a `v128`.
+#[inline(always)]
+fn load16<T: bytemuck::Pod>(items: &[T]) -> v128 {
+    let bytes: &[u8] = bytemuck::cast_slice(items);
+    let b = &bytes[..16];
+    // SAFETY: `b` is 16 readable bytes; `v128_load` has no alignment requirement.
+    unsafe { v128_load(b.as_ptr().cast()) }
+}
+
+/// `S` of a Q6_K block (ggml's layout): `Σ_j sc_j · Σ_{i in j} (q_i − 32) · xq_i`.
+#[inline(always)]
+pub(super) fn q6k_sum<const R: bool>(
+    v: Simd128<R>,
+    b: &BlockQ6K,
+    xq8: &[i8; QK_K],
+    bsums: &[i16; 16],
+) -> i32 {
+    let nibble = u8x16_splat(0x0F);
+    let mut sum = i32x4_splat(0);
+    for h in 0..2 {
+        let ql: [v128; 4] = core::array::from_fn(|i| load16(&b.ql[64 * h + 16 * i..]));
+        let qh: [v128; 2] = core::array::from_fn(|i| load16(&b.qh[32 * h + 16 * i..]));
+        for t in 0..4 {
+            // Weights 128h + 32t + 16u..: a low (t < 2) or high nibble of `ql`, and bits
+            // 2t..2t + 2 of `qh` on top, masked before the 16-bit shifts.
+            for u in 0..2 {
+                let l = ql[2 * (t % 2) + u];
+                let low = if t < 2 {
+                    v128_and(l, nibble)
+                } else {
+                    v128_and(u16x8_shr(l, 4), nibble)
+                };
+                let high = match t {
+                    0 => i16x8_shl(v128_and(qh[u], u8x16_splat(0x03)), 4),
+                    1 => i16x8_shl(v128_and(qh[u], u8x16_splat(0x0C)), 2),
+                    2 => v128_and(qh[u], u8x16_splat(0x30)),
+                    _ => u16x8_shr(v128_and(qh[u], u8x16_splat(0xC0)), 2),
+                };
+                let j = 8 * h + 2 * t + u;
+                let products = v.pair_products(v128_or(low, high), load16(&xq8[16 * j..]));
+                let scale = i16x8_splat(i16::from(b.scales[j] as i8));
+                sum = i32x4_add(sum, i32x4_dot_i16x8(products, scale));
+            }
+        }
+    }
+    let scales = load16(&b.scales);
+    let correction = i32x4_add(
+        i32x4_dot_i16x8(i16x8_extend_low_i8x16(scales), load16(&bsums[..8])),
+        i32x4_dot_i16x8(i16x8_extend_high_i8x16(scales), load16(&bsums[8..])),
+    );
+    let total = i32x4_sub(sum, i32x4_shl(correction, 5));
+    let pairs = i32x4_add(total, i32x4_shuffle::<2, 3, 0, 1>(total, total));
+    i32x4_extract_lane::<0>(i32x4_add(pairs, i32x4_shuffle::<1, 0, 3, 2>(pairs, pairs)))
+}
+
+/// `(S, M)` of a Q4_K block: `S = Σ_j sc_{j/2} · Σ_{i in j} q_i · xq_i` and
+/// `M = Σ_s m_s · (bsum_2s + bsum_2s+1)`.
+#[inline(always)]
+pub(super) fn q4k_sums<const R: bool>(
+    v: Simd128<R>,
+    b: &BlockQ4K,
+    xq8: &[i8; QK_K],
+    bsums: &[i16; 16],
+) -> (i32, i32) {
+    let (sc, m) = b.scales_mins();
+    // Each min twice, against the two group sums of its sub-block.
+    let m = u16x8_extend_low_u8x16(u64x2(u64::from_le_bytes(m), 0));
+    let mins = i32x4_add(
+        i32x4_dot_i16x8(i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(m, m), load16(&bsums[..8])),
+        i32x4_dot_i16x8(i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(m, m), load16(&bsums[8..])),
+    );
+    let nibble = u8x16_splat(0x0F);
+    let mut sum = i32x4_splat(0);
+    for s in 0..4 {
+        // Sub-block 2s in the low nibbles of `qs[32s..]`, sub-block 2s + 1 in the high ones.
+        let q = [load16(&b.qs[32 * s..]), load16(&b.qs[32 * s + 16..])];
+        for t in 0..2 {
+            let r = 2 * s + t;
+            let quants = if t == 0 {
+                [v128_and(q[0], nibble), v128_and(q[1], nibble)]
+            } else {
+                [
+                    v128_and(u16x8_shr(q[0], 4), nibble),
+                    v128_and(u16x8_shr(q[1], 4), nibble),
+                ]
+            };
+            let products = i16x8_add(
+                v.pair_products(quants[0], load16(&xq8[32 * r..])),
+                v.pair_products(quants[1], load16(&xq8[32 * r + 16..])),
+            );
+            let scale = i16x8_splat(i16::from(sc[r]));
+            sum = i32x4_add(sum, i32x4_dot_i16x8(products, scale));
+        }
+    }
+    let pairs = i32x4_add(
+        i32x4_shuffle::<0, 1, 4, 5>(sum, mins),
+        i32x4_shuffle::<2, 3, 6, 7>(sum, mins),
+    );
+    let both = i32x4_add(pairs, i32x4_shuffle::<1, 0, 3, 2>(pairs, pairs));
+    (i32x4_extract_lane::<0>(both), i32x4_extract_lane::<2>(both))
+}
