@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Regenerates docs/BENCHMARKS.md and docs/benchmarks.svg in one run: first the wasm kernels where
 # users run them, in workerd beside Node (benches/engine: the same module and harness in both,
-# with the memory floor, candle's simd128 kernel, batches, both Q6_K layouts and the simd128
-# idioms), then kquant per backend and mode next to
+# with the memory floor, llama.cpp's ggml and candle's simd128 kernels, batches, both Q6_K layouts
+# and the simd128 idioms), then kquant per backend and mode next to
 # the memory floor (native and wasm32 under Node), the candle-core peer (native and wasm), the
 # JavaScript package against plain JS, the shard end to end in workerd (with its per-request
 # overhead), and callgrind instruction counts. Takes about 12 minutes. Usage: scripts/bench.sh [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-9}
-scripts/setup.sh >/dev/null
+scripts/setup.sh bench >/dev/null
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH" CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_SEND_METRICS=false
 unset RUSTFLAGS
 out=$PWD/target/bench && mkdir -p "$out" # absolute: the wasm runs (WASI) have no working directory
@@ -19,6 +19,9 @@ echo "building…" >&2
 # llama.cpp's ggml, pinned, for the peer table (left out, with a line saying so, without PyPI).
 GGML_SRC=$(scripts/fetch-ggml.sh) || { echo "ggml not fetched: the peer table leaves it out" >&2; GGML_SRC=; }
 export GGML_SRC
+# …and its wasm simd128 kernels for the engine benchmark (left out, with a line saying so,
+# without clang, lld and the WASI libc).
+GGML_WASM=$(scripts/build-ggml-wasm.sh)
 cargo build -q --release -p cobordism-benches -p cobordism-peers -p cobordism
 cargo build -q --release -p cobordism-benches -p cobordism-peers --target wasm32-wasip1
 cargo build -q --release -p cobordism-engine-bench --target wasm32-unknown-unknown
@@ -34,13 +37,15 @@ scripts/check-wasm.sh --relaxed target/engine-relaxed/wasm32-unknown-unknown/rel
 scripts/check-wasm.sh target/wasm32-wasip1/release/kernel-timing.wasm \
   target/wasm32-wasip1/release/peer-timing.wasm \
   target/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm \
-  target/engine-candle/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm >&2
+  target/engine-candle/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm \
+  ${GGML_WASM:+"$GGML_WASM"} >&2
 scripts/build-worker.sh >/dev/null
 COBORDISM_WASM_SIMD=plain scripts/build-worker.sh --out target/worker-plain/build >/dev/null
 scripts/build-kquant-js.sh >/dev/null
 
 echo "wasm kernels in workerd and Node…" >&2
-node benches/engine/run.mjs --runs "$runs" --jobs kernels,candle,batches,layout,relaxed,idioms >"$out/engine.md"
+node benches/engine/run.mjs --runs "$runs" --jobs kernels,candle,batches,layout,relaxed,idioms \
+  --ggml-wasm="$GGML_WASM" >"$out/engine.md"
 echo "kquant native / wasm…" >&2
 target/release/kernel-timing "$runs" --json "$out/native.jsonl" >"$out/native.md"
 wasi target/wasm32-wasip1/release/kernel-timing.wasm "$runs" --json "$out/wasm.jsonl" >"$out/wasm.md"
@@ -100,12 +105,19 @@ engine. The idioms (first table) are the simd128 operations the kernels are buil
 alone on 16 KiB in L1. Batches are the int8 mode over 1–8 vectors (speculative decoding). The
 layout table runs the Q6_K kernels with the blocks in ggml's layout and in kquant's packed6
 layout (\`cobordism slice --layout packed6\`; same bytes per block), after checking that both
-give the same bits on every row. Then candle-core's simd128 kernel (it quantizes x to 8 bits,
-like the int8 mode) in the same runtimes, from the same module built with candle. The last
-table runs the int8 kernels of the module built plain and with kquant's \`relaxed-simd\`
-feature (relaxed SIMD's 8-bit dot product, whose results are exact for the operands it gets:
-\`crates/kquant/src/arch/wasm32/simd128.rs\`), both in one workerd process, alternated call by
-call (workerd only: Node 20's relaxed SIMD is not the final instruction).
+give the same bits on every row. Then llama.cpp's ggml wasm simd128 kernels — the reference —
+and candle-core's (both quantize x to 8 bits, like the int8 mode) beside kquant's in the same
+runtimes, alternated call by call on the same bytes, each cell workerd / Node: ggml from its own
+module (\`scripts/build-ggml-wasm.sh\`: the pinned source's \`arch/wasm/quants.c\` with clang at
+ggml's own wasm flags, \`-O3 -msimd128\`), x quantized to Q8_K once per mat-vec and one
+\`ggml_vec_dot_q{6,4}_K_q8_K\` per row, its results first checked against kquant int8's (the same
+Q8_K blocks: they differ only by float rounding, the column says how much); candle from the
+engine module built with candle. "kquant int8 / ggml speed" is ggml's time over kquant int8's
+(above 1: kquant faster). The last table runs the int8 kernels of the module built plain and
+with kquant's \`relaxed-simd\` feature (relaxed SIMD's 8-bit dot product, whose results are
+exact for the operands it gets: \`crates/kquant/src/arch/wasm32/simd128.rs\`), both in one
+workerd process, alternated call by call (workerd only: Node 20's relaxed SIMD is not the final
+instruction).
 
 $(cat "$out/engine.md")
 
@@ -130,8 +142,8 @@ $(cat "$out/aarch64.md")
 ggml is llama.cpp's CPU backend from the llama-cpp-python 0.3.36 source distribution
 (\`scripts/fetch-ggml.sh\`: pinned by version and SHA-256), its quantization kernels compiled
 with the host's C compiler at \`-O3 -march=native\` and run as its matmul runs one vector on
-one thread: x quantized to Q8_K once, then one \`vec_dot\` per weight row. Native only (its
-wasm build needs clang, not on this machine).
+one thread: x quantized to Q8_K once, then one \`vec_dot\` per weight row. Native here; its wasm
+simd128 kernels are in the first section's table (in workerd and Node), not in the WASI run.
 
 Native:
 

@@ -10,10 +10,12 @@
 # `scripts/setup.sh` (scripts/test.sh): everything, also the cross compiler and qemu, the other
 # targets, nightly and cargo-fuzz, and the Python gguf oracle (in target/oracle-venv). Nobody
 # needs to run it by hand.
+# `scripts/setup.sh bench` (scripts/bench.sh): all that, and clang, lld, the WASI libc and clang's
+# wasm32 builtins for llama.cpp's ggml wasm kernels (scripts/build-ggml-wasm.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 purpose=${1:-test}
-case $purpose in toolchain | demo | deploy | test) ;; *) echo "usage: scripts/setup.sh [toolchain|demo|deploy|test]" >&2; exit 2 ;; esac
+case $purpose in toolchain | demo | deploy | test | bench) ;; *) echo "usage: scripts/setup.sh [toolchain|demo|deploy|test|bench]" >&2; exit 2 ;; esac
 
 log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*"; }
 
@@ -42,9 +44,9 @@ if [ "$node_major" -lt 20 ]; then
   echo "setup: Node.js 20 or newer is required (found: $(node --version 2>/dev/null || echo none))" >&2
   exit 1
 fi
-[ "$purpose" = test ] || exit 0
+[ "$purpose" = test ] || [ "$purpose" = bench ] || exit 0
 
-# The tests only from here on.
+# The tests (and the benchmarks) only from here on.
 apt_packages=()
 command -v aarch64-linux-gnu-gcc >/dev/null || apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null || apt_packages+=(qemu-user)
@@ -79,4 +81,15 @@ if ! "$venv/bin/python3" -c 'import gguf, numpy' 2>/dev/null; then
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check 'gguf==0.19.0' numpy
+fi
+
+# The benchmarks alone: ggml's wasm build. Not fatal: without it the engine benchmark leaves ggml
+# out and says so.
+[ "$purpose" = bench ] || exit 0
+wasm_c=(clang lld wasi-libc libclang-rt-dev-wasm32)
+if ! dpkg -s "${wasm_c[@]}" >/dev/null 2>&1; then
+  log "apt-get install ${wasm_c[*]} (ggml's wasm kernels, for the benchmarks)"
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get update -qq && apt-get install -y -qq "${wasm_c[@]}" >/dev/null; } ||
+    log "could not install ${wasm_c[*]}: the engine benchmark leaves ggml out"
 fi

@@ -92,12 +92,59 @@ export function layout(ex, now, { runs = 5, minMs = 40, batch = 1 }) {
   return Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)]));
 }
 
+/// The largest |ggml − kquant int8| over the rows, relative to kquant's largest |y|, that the
+/// check accepts. Both quantize x to the same Q8_K blocks (ggml scales by −127 / m, m the block's
+/// value of largest magnitude with its sign, kquant by 127 / |m|: the same quants up to their
+/// sign, block scales at most an ulp apart) and sum the integer products exactly, so only the
+/// float epilogues differ (measured: 2e-7 of max |y| for Q6_K, 4e-7 for Q4_K).
+export const GGML_TOLERANCE = 2e-6;
+
+/// Copies the case set up last on `ex` (its weight bytes and first vector) into the ggml module
+/// `gx` (target/ggml-wasm/ggml.wasm, benches/engine/ggml/harness.c) and runs both once: ggml's
+/// mat-vec and kquant's int8 one. Answers max |ggml − kquant| / max |kquant|; throws when it
+/// exceeds GGML_TOLERANCE (or is NaN), naming the worst row.
+function ggmlSetup(ex, gx, bytes) {
+  const [rows, cols] = [ex.kernel_rows(), ex.kernel_cols()];
+  if (gx.setup(rows, cols, bytes) !== 1) {
+    throw new Error(`ggml: no Q6_K or Q4_K matrix of ${rows}×${cols} in ${bytes} bytes`);
+  }
+  // Views made after every call that may grow a memory (growing detaches the old buffer).
+  const weights = new Uint8Array(ex.memory.buffer, ex.weights_ptr(), bytes);
+  new Uint8Array(gx.memory.buffer, gx.weights_ptr(), bytes).set(weights);
+  const x = new Float32Array(ex.memory.buffer, ex.xs_ptr(), cols);
+  new Float32Array(gx.memory.buffer, gx.x_ptr(), cols).set(x);
+  if (Number.isNaN(ex.kernel_run(1))) throw new Error("kernel_run failed");
+  gx.run();
+  const want = new Float32Array(ex.memory.buffer, ex.out_ptr(), rows);
+  const got = new Float32Array(gx.memory.buffer, gx.out_ptr(), rows);
+  let [diff, worst, top] = [0, 0, 0];
+  for (let r = 0; r < rows; r++) {
+    const d = Math.abs(got[r] - want[r]);
+    if (!(d <= diff)) [diff, worst] = [d, r]; // a NaN becomes the worst row
+    top = Math.max(top, Math.abs(want[r]));
+  }
+  const rel = diff / top;
+  if (!(rel <= GGML_TOLERANCE)) {
+    throw new Error(
+      `ggml's results differ from kquant int8's: max |Δ| / max |y| = ${rel} > ${GGML_TOLERANCE} ` +
+        `(row ${worst}: ggml ${got[worst]}, kquant int8 ${want[worst]})`,
+    );
+  }
+  return rel;
+}
+
 /// candle-core's simd128 mat-vec (feature `candle`) on one case's weights and vector, beside
-/// kquant's int8 and exact kernels in the same module; ms per call.
-export function candle(ex, now, { kase, runs = 5, minMs = 40 }) {
-  if (ex.kernel_setup(kase, 1) === 0) throw new Error(`no benchmark case ${kase}`);
+/// kquant's int8 and exact kernels in the same module, and with `gx` (the exports of the ggml
+/// module) llama.cpp's ggml wasm kernels on a copy of the same bytes, after checking their
+/// results against kquant int8's (`ggmlSetup`); alternated call by call; ms per call, medians,
+/// and with ggml `ggmlDiff`, the check's max |Δ| / max |y|.
+export function candle(ex, now, { kase, runs = 5, minMs = 40 }, gx = null) {
+  const bytes = ex.kernel_setup(kase, 1);
+  if (bytes === 0) throw new Error(`no benchmark case ${kase}`);
   if (ex.candle_setup() !== 1) throw new Error("this module was built without candle");
+  const ggmlDiff = gx ? ggmlSetup(ex, gx, bytes) : undefined;
   const kernels = {
+    ...(gx ? { ggml: () => gx.run() } : {}),
     candle: () => ex.candle_run(),
     int8: () => ex.kernel_run(1),
     exact: () => ex.kernel_run(0),
@@ -107,7 +154,7 @@ export function candle(ex, now, { kase, runs = 5, minMs = 40 }) {
   for (let r = 0; r < runs; r++) {
     for (const [k, f] of Object.entries(kernels)) times[k].push(perCall(now, f, minMs));
   }
-  return Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)]));
+  return { ...Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)])), ggmlDiff };
 }
 
 /// The best backend's int8 products against the scalar backend's on seeded cases

@@ -4,17 +4,21 @@
 // job in a fresh process, so a kernel's first call meets an engine that has not yet optimized it.
 //
 //   cargo build --release -p cobordism-engine-bench --target wasm32-unknown-unknown
-//   node benches/engine/run.mjs [--runs 5] [--jobs idioms,kernels,batches,layout,candle] [--v8-flags "…"] [--json FILE]
+//   node benches/engine/run.mjs [--runs 5] [--jobs idioms,kernels,batches,layout,candle]
+//     [--ggml-wasm FILE] [--v8-flags "…"] [--json FILE]
 //
 // `candle` times candle-core's simd128 kernel from the module built with feature `candle`
-// (`--candle-wasm`, default where scripts/bench.sh builds it); `layout` the Q6_K kernels on
-// kquant's packed6 layout against ggml's, after checking their bits on every row.
+// (`--candle-wasm`, default where scripts/bench.sh builds it) and llama.cpp's ggml simd128
+// kernels from their own module (`--ggml-wasm`, default where scripts/build-ggml-wasm.sh builds
+// it; left out with a line saying so when it is not there or the option is empty), after
+// checking ggml's results against kquant int8's; `layout` the Q6_K kernels on kquant's packed6
+// layout against ggml's, after checking their bits on every row.
 //
 // `--v8-flags` passes engine flags to both runtimes, to test a hypothesis (tiering, bounds checks,
 // SIMD lowering); production runs Cloudflare's own V8 settings, so no flag is ever shipped.
 // Prints Markdown tables: idioms in ns per operation, kernels in ms per call.
 import { spawn, execFileSync } from "node:child_process";
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -33,6 +37,7 @@ const { values } = parseArgs({
       type: "string",
       default: join(root, "target/engine-candle/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm"),
     },
+    "ggml-wasm": { type: "string", default: join(root, "target/ggml-wasm/ggml.wasm") },
     "relaxed-wasm": {
       type: "string",
       default: join(root, "target/engine-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm"),
@@ -53,19 +58,20 @@ const freePort = () =>
     });
   });
 
-/// Runs one job in a fresh workerd process (`relaxed`: a second module, the relaxed build).
-async function inWorkerd(job, wasm = values.wasm, relaxed = null) {
+/// Runs one job in a fresh workerd process; `extra` names further wasm modules to embed (the
+/// relaxed build, ggml's), as { "name.wasm": path }.
+async function inWorkerd(job, wasm = values.wasm, extra = {}) {
   const dir = mkdtempSync(join(tmpdir(), "engine-bench-"));
   try {
     for (const f of ["worker.mjs", "harness.mjs", "natives.mjs"]) copyFileSync(join(here, f), join(dir, f));
     copyFileSync(wasm, join(dir, "engine.wasm"));
-    if (relaxed) copyFileSync(relaxed, join(dir, "relaxed.wasm"));
+    for (const [name, path] of Object.entries(extra)) copyFileSync(path, join(dir, name));
     const port = await freePort();
     const modules = [
       `(name = "worker.mjs", esModule = embed "worker.mjs")`,
       `(name = "harness.mjs", esModule = embed "harness.mjs")`,
       `(name = "engine.wasm", wasm = embed "engine.wasm")`,
-      ...(relaxed ? [`(name = "relaxed.wasm", wasm = embed "relaxed.wasm")`] : []),
+      ...Object.keys(extra).map((name) => `(name = "${name}", wasm = embed "${name}")`),
       ...(natives ? [`(name = "natives.mjs", esModule = embed "natives.mjs")`] : []),
     ];
     writeFileSync(
@@ -104,9 +110,11 @@ const bench :Workerd.Worker = (
   }
 }
 
-/// Runs one job in a fresh Node process.
-function inNode(job, wasm = values.wasm) {
-  const out = execFileSync(process.execPath, [...flags, join(here, "node.mjs"), wasm, JSON.stringify(job)], {
+/// Runs one job in a fresh Node process (`ggml`: the path of ggml's module, for the candle job).
+function inNode(job, wasm = values.wasm, ggml = null) {
+  const args = [...flags, join(here, "node.mjs"), wasm, JSON.stringify(job)];
+  if (ggml) args.push(ggml);
+  const out = execFileSync(process.execPath, args, {
     encoding: "utf8",
     maxBuffer: 1 << 24,
   });
@@ -184,15 +192,39 @@ if (wanted.includes("layout")) {
 }
 
 if (wanted.includes("candle")) {
-  // The module built with feature `candle` (scripts/bench.sh builds it in its own target dir).
-  console.log("| case, one vector | candle (8-bit x) workerd ms | kquant int8 workerd ms | kquant exact workerd ms | candle / kquant int8 (workerd) | candle / kquant int8 (Node) |");
-  console.log("|---|---:|---:|---:|---:|---:|");
+  // The module built with feature `candle` (scripts/bench.sh builds it in its own target dir),
+  // and ggml's module when it was built (scripts/build-ggml-wasm.sh). Each cell: workerd / Node.
+  const ggml = values["ggml-wasm"] && existsSync(values["ggml-wasm"]) ? values["ggml-wasm"] : null;
+  const both = (w, n, f, d = 1) => `${fmt(f(w), d)} / ${fmt(f(n), d)}`;
+  const head = [
+    "case, one vector (ms: workerd / Node)",
+    ...(ggml ? ["ggml"] : []),
+    "candle (8-bit x)",
+    "kquant int8",
+    "kquant exact",
+    ...(ggml ? ["kquant int8 / ggml speed", "ggml vs int8: max \\|Δy\\| / max \\|y\\|"] : []),
+    "candle / kquant int8",
+  ];
+  console.log(`| ${head.join(" | ")} |`);
+  console.log(`|---|${head.slice(1).map(() => "---:").join("|")}|`);
   for (const c of CASES) {
-    const job = { what: "candle", kase: c.kase, runs };
-    const [w, n] = [await inWorkerd(job, values["candle-wasm"]), inNode(job, values["candle-wasm"])];
-    console.log(`| ${c.label} | ${fmt(w.candle)} | ${fmt(w.int8)} | ${fmt(w.exact)} | ${fmt(w.candle / w.int8, 2)} | ${fmt(n.candle / n.int8, 2)} |`);
+    const job = { what: "candle", kase: c.kase, runs, ggml: Boolean(ggml) };
+    const w = await inWorkerd(job, values["candle-wasm"], ggml ? { "ggml.wasm": ggml } : {});
+    const n = inNode(job, values["candle-wasm"], ggml);
+    const cells = [
+      c.label,
+      ...(ggml ? [both(w, n, (r) => r.ggml)] : []),
+      both(w, n, (r) => r.candle),
+      both(w, n, (r) => r.int8),
+      both(w, n, (r) => r.exact),
+      ...(ggml ? [both(w, n, (r) => r.ggml / r.int8, 2), w.ggmlDiff.toExponential(1)] : []),
+      both(w, n, (r) => r.candle / r.int8, 2),
+    ];
+    console.log(`| ${cells.join(" | ")} |`);
     json.push({ job: "candle", case: c.label, workerd: w, node: n });
   }
+  const where = values["ggml-wasm"] || "(none given)";
+  if (!ggml) console.log(`\nggml left out: no module at \`${where}\` (scripts/build-ggml-wasm.sh)`);
   console.log();
 }
 
@@ -206,7 +238,8 @@ if (wanted.includes("relaxed")) {
   for (const c of CASES) {
     let single, singlePacked;
     for (const batch of [1, 8]) {
-      const w = await inWorkerd({ what: "relaxed", kase: c.kase, batch, runs }, values.wasm, values["relaxed-wasm"]);
+      const extra = { "relaxed.wasm": values["relaxed-wasm"] };
+      const w = await inWorkerd({ what: "relaxed", kase: c.kase, batch, runs }, values.wasm, extra);
       const [p, x] = [w.plain / batch, w.relaxed / batch];
       single ??= x;
       console.log(`| ${c.label} | ${batch} | ${fmt(p, 2)} | ${fmt(x, 2)} | ${fmt(x / p, 2)} | ${fmt(x / single, 2)} | ${fmt(w.exact / batch, 2)} | ${fmt(x / (w.exact / batch), 2)} |`);

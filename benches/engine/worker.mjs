@@ -4,6 +4,7 @@ import wasm from "./engine.wasm";
 import { bitExactLines, candle, idioms, imports, int8Check, kernel, layout, relaxed } from "./harness.mjs";
 
 const instance = new WebAssembly.Instance(wasm, imports(wasm));
+const instantiate = (module) => new WebAssembly.Instance(module, imports(module)).exports;
 
 export default {
   async fetch(request) {
@@ -13,13 +14,16 @@ export default {
     if (job.what === "idioms") return Response.json(idioms(ex, now, job));
     if (job.what === "kernel") return Response.json(kernel(ex, now, job));
     if (job.what === "layout") return Response.json(layout(ex, now, job));
-    if (job.what === "candle") return Response.json(candle(ex, now, job));
+    if (job.what === "candle") {
+      // llama.cpp's ggml, embedded as a second module by run.mjs when it was built.
+      const gx = job.ggml ? instantiate((await import("./ggml.wasm")).default) : null;
+      return Response.json(candle(ex, now, job, gx));
+    }
     if (job.what === "int8-check") return Response.json(int8Check(ex, now, job));
     if (job.what === "bit-exact") return Response.json(bitExactLines(ex));
     if (job.what === "relaxed") {
       // The relaxed build, embedded as a second module by run.mjs for this job only.
-      const rx = (await import("./relaxed.wasm")).default;
-      const other = new WebAssembly.Instance(rx, imports(rx)).exports;
+      const other = instantiate((await import("./relaxed.wasm")).default);
       return Response.json(relaxed(ex, other, now, job));
     }
     if (job.what === "engine") {

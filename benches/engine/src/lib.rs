@@ -12,6 +12,9 @@
 //! * `kernel_run(int8)`: one `mat_mat` (exact or int8) of the batch against the weights; the
 //!   first result, so nothing is optimized away.
 //! * `floor_run()`: a sequential read of the same weight bytes (the memory floor).
+//! * `weights_ptr()`, `xs_ptr()`, `out_ptr()`, `kernel_rows()`, `kernel_cols()`: where the case's
+//!   weights, vectors and last results live in linear memory, and its shape (for a peer module
+//!   that reads the same bytes, and checks its results against these).
 //! * `layout_setup()`, `layout_run(int8)`: the Q6_K case (and its batch) repacked into kquant's
 //!   packed6 layout, checked against ggml's layout on every row.
 //! * `candle_setup()`, `candle_run()`: candle-core's mat-vec on the case (feature `candle`).
@@ -184,6 +187,38 @@ pub extern "C" fn weights_ptr() -> *mut u8 {
             .as_mut()
             .map_or(core::ptr::null_mut(), |k| k.weights.as_mut_ptr())
     })
+}
+
+/// Where the vectors of the case set up last live in linear memory (f32, `batch × cols`).
+#[no_mangle]
+pub extern "C" fn xs_ptr() -> *const f32 {
+    KERNEL.with(|k| {
+        k.borrow()
+            .as_ref()
+            .map_or(core::ptr::null(), |k| k.xs.as_ptr())
+    })
+}
+
+/// Where the results of the last [`kernel_run`] live in linear memory (f32, `batch × rows`).
+#[no_mangle]
+pub extern "C" fn out_ptr() -> *const f32 {
+    KERNEL.with(|k| {
+        k.borrow()
+            .as_ref()
+            .map_or(core::ptr::null(), |k| k.out.as_ptr())
+    })
+}
+
+/// The rows of the case set up last (0 before any setup).
+#[no_mangle]
+pub extern "C" fn kernel_rows() -> u32 {
+    KERNEL.with(|k| k.borrow().as_ref().map_or(0, |k| CASES[k.case].rows as u32))
+}
+
+/// The columns of the case set up last (0 before any setup).
+#[no_mangle]
+pub extern "C" fn kernel_cols() -> u32 {
+    KERNEL.with(|k| k.borrow().as_ref().map_or(0, |k| CASES[k.case].cols as u32))
 }
 
 /// Repacks the Q6_K case set up last (with its batch of vectors) into the packed6 layout
