@@ -167,12 +167,19 @@ export function int8Check(ex, _now, { first = 0, count = 300 }) {
 }
 
 /// One case's int8 product on the plain module `ex` and on the relaxed build `rx` (and the
-/// exact product on `ex`), alternated call by call in one process; for Q6_K (case 0) also with
-/// the blocks in the packed6 layout (after each module checked both layouts' bits on every
-/// row). ms per call, medians.
+/// exact product on `ex`), alternated call by call in one process with the two read floors
+/// (`floor`: each 64-byte line touched; `floorSimd`: every byte loaded into a v128); for Q6_K
+/// (case 0) also with the blocks in the packed6 layout (after each module checked both layouts'
+/// bits on every row). ms per call, medians.
 export function relaxed(ex, rx, now, { kase, batch = 1, runs = 5, minMs = 40 }) {
   for (const m of [ex, rx]) if (m.kernel_setup(kase, batch) === 0) throw new Error(`no benchmark case ${kase}`);
-  const kernels = { plain: () => ex.kernel_run(1), relaxed: () => rx.kernel_run(1), exact: () => ex.kernel_run(0) };
+  const kernels = {
+    plain: () => ex.kernel_run(1),
+    relaxed: () => rx.kernel_run(1),
+    exact: () => ex.kernel_run(0),
+    floor: () => ex.floor_run(),
+    floorSimd: () => ex.floor_simd_run(),
+  };
   if (kase === 0) {
     for (const m of [ex, rx]) if (m.layout_setup() !== 1) throw new Error("the packed6 layout gives other bits than ggml's");
     Object.assign(kernels, { plainPacked6: () => ex.layout_run(1), relaxedPacked6: () => rx.layout_run(1) });

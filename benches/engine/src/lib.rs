@@ -11,7 +11,8 @@
 //!   the case does not exist.
 //! * `kernel_run(int8)`: one `mat_mat` (exact or int8) of the batch against the weights; the
 //!   first result, so nothing is optimized away.
-//! * `floor_run()`: a sequential read of the same weight bytes (the memory floor).
+//! * `floor_run()`: a sequential read of the same weight bytes (the memory floor);
+//!   `floor_simd_run()`: every byte loaded into simd128 registers.
 //! * `weights_ptr()`, `xs_ptr()`, `out_ptr()`, `kernel_rows()`, `kernel_cols()`: where the case's
 //!   weights, vectors and last results live in linear memory, and its shape (for a peer module
 //!   that reads the same bytes, and checks its results against these).
@@ -175,6 +176,27 @@ pub extern "C" fn floor_run() -> u32 {
         k.borrow()
             .as_ref()
             .map_or(0, |k| sequential_read(&k.weights) as u32)
+    })
+}
+
+/// The fastest simd128 pass that reads every weight byte: each 16 bytes one `v128.load`, or-ed
+/// into four accumulators (the memory floor of a kernel that must load all of its bytes, where
+/// `floor_run` touches each 64-byte line once).
+#[no_mangle]
+pub extern "C" fn floor_simd_run() -> u32 {
+    use core::arch::wasm32::{u32x4_extract_lane, v128_or};
+    KERNEL.with(|k| {
+        k.borrow().as_ref().map_or(0, |k| {
+            let zero = bytemuck::Zeroable::zeroed();
+            let mut acc: [v128; 4] = [zero; 4];
+            for line in k.weights.chunks_exact(64) {
+                for (a, bytes) in acc.iter_mut().zip(line.chunks_exact(16)) {
+                    *a = v128_or(*a, bytemuck::pod_read_unaligned::<v128>(bytes));
+                }
+            }
+            let all = v128_or(v128_or(acc[0], acc[1]), v128_or(acc[2], acc[3]));
+            u32x4_extract_lane::<0>(all)
+        })
     })
 }
 

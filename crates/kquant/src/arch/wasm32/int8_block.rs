@@ -32,6 +32,37 @@ fn load16<T: bytemuck::Pod>(items: &[T]) -> v128 {
     unsafe { v128_load(b.as_ptr().cast()) }
 }
 
+/// Two i16x8 as 16 i16 in memory, for [`splat`].
+#[inline(always)]
+fn widen(low: v128, high: v128) -> [i16; 16] {
+    let mut wide = [0i16; 16];
+    // SAFETY: `wide` is 32 writable bytes; `v128_store` has no alignment requirement.
+    unsafe {
+        v128_store(wide.as_mut_ptr().cast(), low);
+        v128_store(wide[8..].as_mut_ptr().cast(), high);
+    }
+    wide
+}
+
+/// An i16 in all eight lanes, loaded from memory: `v128.load16_splat`, one instruction where V8
+/// has AVX2 (a scalar from a register takes a move and two shuffles).
+#[inline(always)]
+fn splat(value: &i16) -> v128 {
+    // SAFETY: `value` is 2 readable bytes.
+    unsafe { v128_load16_splat(value as *const i16 as *const u16) }
+}
+
+/// `i`, or in the must-fail build `KQUANT_PERTURB=int8_block` its neighbour (mod `n`): each
+/// group then takes the next one's scale.
+#[inline(always)]
+fn neighbour(i: usize, n: usize) -> usize {
+    if cfg!(kquant_perturb = "int8_block") {
+        (i + 1) % n
+    } else {
+        i
+    }
+}
+
 /// `S` of a Q6_K block (ggml's layout): `Σ_j sc_j · Σ_{i in j} (q_i − 32) · xq_i`.
 #[inline(always)]
 pub(super) fn q6k_sum<const R: bool>(
@@ -40,7 +71,12 @@ pub(super) fn q6k_sum<const R: bool>(
     xq8: &[i8; QK_K],
     bsums: &[i16; 16],
 ) -> i32 {
-    let nibble = u8x16_splat(0x0F);
+    let scales = load16(&b.scales);
+    let wide = widen(
+        i16x8_extend_low_i8x16(scales),
+        i16x8_extend_high_i8x16(scales),
+    );
+    let nibble = v.nibbles;
     let mut sum = i32x4_splat(0);
     for h in 0..2 {
         let ql: [v128; 4] = core::array::from_fn(|i| load16(&b.ql[64 * h + 16 * i..]));
@@ -55,23 +91,23 @@ pub(super) fn q6k_sum<const R: bool>(
                 } else {
                     v128_and(u16x8_shr(l, 4), nibble)
                 };
+                let bits = v128_and(qh[u], v.bit_pairs[t]);
                 let high = match t {
-                    0 => i16x8_shl(v128_and(qh[u], u8x16_splat(0x03)), 4),
-                    1 => i16x8_shl(v128_and(qh[u], u8x16_splat(0x0C)), 2),
-                    2 => v128_and(qh[u], u8x16_splat(0x30)),
-                    _ => u16x8_shr(v128_and(qh[u], u8x16_splat(0xC0)), 2),
+                    0 => i16x8_shl(bits, 4),
+                    1 => i16x8_shl(bits, 2),
+                    2 => bits,
+                    _ => u16x8_shr(bits, 2),
                 };
                 let j = 8 * h + 2 * t + u;
                 let products = v.pair_products(v128_or(low, high), load16(&xq8[16 * j..]));
-                let scale = i16x8_splat(i16::from(b.scales[j] as i8));
+                let scale = splat(&wide[neighbour(j, 16)]);
                 sum = i32x4_add(sum, i32x4_dot_i16x8(products, scale));
             }
         }
     }
-    let scales = load16(&b.scales);
     let correction = i32x4_add(
-        i32x4_dot_i16x8(i16x8_extend_low_i8x16(scales), load16(&bsums[..8])),
-        i32x4_dot_i16x8(i16x8_extend_high_i8x16(scales), load16(&bsums[8..])),
+        i32x4_dot_i16x8(load16(&wide[..8]), load16(&bsums[..8])),
+        i32x4_dot_i16x8(load16(&wide[8..]), load16(&bsums[8..])),
     );
     let total = i32x4_sub(sum, i32x4_shl(correction, 5));
     let pairs = i32x4_add(total, i32x4_shuffle::<2, 3, 0, 1>(total, total));
@@ -88,13 +124,21 @@ pub(super) fn q4k_sums<const R: bool>(
     bsums: &[i16; 16],
 ) -> (i32, i32) {
     let (sc, m) = b.scales_mins();
+    let sc = u16x8_extend_low_u8x16(u64x2(u64::from_le_bytes(sc), 0));
+    let wide = widen(sc, sc);
     // Each min twice, against the two group sums of its sub-block.
     let m = u16x8_extend_low_u8x16(u64x2(u64::from_le_bytes(m), 0));
     let mins = i32x4_add(
-        i32x4_dot_i16x8(i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(m, m), load16(&bsums[..8])),
-        i32x4_dot_i16x8(i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(m, m), load16(&bsums[8..])),
+        i32x4_dot_i16x8(
+            i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(m, m),
+            load16(&bsums[..8]),
+        ),
+        i32x4_dot_i16x8(
+            i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(m, m),
+            load16(&bsums[8..]),
+        ),
     );
-    let nibble = u8x16_splat(0x0F);
+    let nibble = v.nibbles;
     let mut sum = i32x4_splat(0);
     for s in 0..4 {
         // Sub-block 2s in the low nibbles of `qs[32s..]`, sub-block 2s + 1 in the high ones.
@@ -113,7 +157,7 @@ pub(super) fn q4k_sums<const R: bool>(
                 v.pair_products(quants[0], load16(&xq8[32 * r..])),
                 v.pair_products(quants[1], load16(&xq8[32 * r + 16..])),
             );
-            let scale = i16x8_splat(i16::from(sc[r]));
+            let scale = splat(&wide[neighbour(r, 8)]);
             sum = i32x4_add(sum, i32x4_dot_i16x8(products, scale));
         }
     }
