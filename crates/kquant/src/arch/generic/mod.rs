@@ -549,8 +549,8 @@ pub(crate) trait Q6Block: bytemuck::Pod {
     /// and `d` at 208..210.
     #[inline(always)]
     fn d(&self) -> [u8; 2] {
-        let b = bytemuck::bytes_of(self);
-        [b[208], b[209]]
+        // One two-byte read (byte by byte, LLVM kept two loads in wasm).
+        bytemuck::pod_read_unaligned(&bytemuck::bytes_of(self)[208..210])
     }
     /// The signed scale of 16-weight sub-block `j`.
     #[inline(always)]
