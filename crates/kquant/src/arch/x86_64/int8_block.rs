@@ -43,31 +43,31 @@ pub(super) unsafe fn q6k_sum(b: &BlockQ6K, xq8: &[i8; 256], bsums: &[i16; 16]) -
             _mm256_permute4x64_epi64::<0xEE>(sc),
         ];
         let correction = _mm256_madd_epi16(sc, _mm256_loadu_si256(bsums.as_ptr().cast()));
-        let (nibble, two) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x03));
+        let (nibble, top) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
         let mut sum = _mm256_setzero_si256();
         for (h, &half) in pairs.iter().enumerate() {
             let ql0 = _mm256_loadu_si256(b.ql[64 * h..].as_ptr().cast());
             let ql1 = _mm256_loadu_si256(b.ql[64 * h + 32..].as_ptr().cast());
             let qh = _mm256_loadu_si256(b.qh[32 * h..].as_ptr().cast());
             // Weights 128h + 32t..: the low nibbles of ql0, ql1, then their high nibbles; qh's
-            // bit pairs 2t..2t + 2 on top. The masks come before the 16-bit shifts, so no bit
-            // crosses into the next byte.
+            // bit pairs 2t..2t + 2 moved to bits 4..6 of each byte by a 16-bit shift and one
+            // mask (the bits a shift carries across a byte boundary land outside the mask).
             let quants = [
                 _mm256_or_si256(
                     _mm256_and_si256(ql0, nibble),
-                    _mm256_slli_epi16::<4>(_mm256_and_si256(qh, two)),
+                    _mm256_and_si256(_mm256_slli_epi16::<4>(qh), top),
                 ),
                 _mm256_or_si256(
                     _mm256_and_si256(ql1, nibble),
-                    _mm256_slli_epi16::<2>(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C))),
+                    _mm256_and_si256(_mm256_slli_epi16::<2>(qh), top),
                 ),
                 _mm256_or_si256(
                     _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), nibble),
-                    _mm256_and_si256(qh, _mm256_set1_epi8(0x30)),
+                    _mm256_and_si256(qh, top),
                 ),
                 _mm256_or_si256(
                     _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), nibble),
-                    _mm256_srli_epi16::<2>(_mm256_and_si256(qh, _mm256_set1_epi8(-64))),
+                    _mm256_and_si256(_mm256_srli_epi16::<2>(qh), top),
                 ),
             ];
             for (t, q) in quants.into_iter().enumerate() {

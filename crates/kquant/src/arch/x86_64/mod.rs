@@ -26,6 +26,39 @@ pub(crate) fn flushes_subnormals() -> bool {
     csr & MXCSR_FTZ_DAZ != 0
 }
 
+/// `Vector::f16_to_f32` with F16C's conversion, shared by the AVX2 and AVX-512 backends. The
+/// hardware conversion is exact and keeps NaN payloads, quieted: the same bits as the generic
+/// conversion (checked for all 65536 values in the tests).
+///
+/// Written in `asm!` for its first instruction: the half goes in by `vmovd`, which writes the
+/// whole register. From intrinsics, LLVM sees that only lane 0 of the conversion is used and
+/// inserts the half into lane 0 of whatever register is free (`vpinsrw`), which keeps that
+/// register's other lanes and so waits for its last writer: in the int8 kernels that was the
+/// row's float accumulator, which chained each block's conversion to the previous block's
+/// whole epilogue.
+///
+/// # Safety
+///
+/// F16C must be available (the callers are inlined into AVX2 or AVX-512 code).
+#[inline(always)]
+unsafe fn f16_to_f32_f16c(h: [u8; 2]) -> f32 {
+    let half = u32::from(u16::from_le_bytes(h));
+    let value: __m128;
+    // SAFETY: F16C (and AVX, which it implies) are available: the caller's contract. The two
+    // instructions read `half` and write only `value`'s register; no memory, no stack, no
+    // flags.
+    unsafe {
+        core::arch::asm!(
+            "vmovd {v}, {h:e}",
+            "vcvtph2ps {v}, {v}",
+            h = in(reg) half,
+            v = out(xmm_reg) value,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+        _mm_cvtss_f32(value)
+    }
+}
+
 /// `Vector::sum_and_dot16` for a 256-bit `sum`, shared by the AVX2 and AVX-512 backends: the
 /// two reductions run side by side through two horizontal adds.
 ///
