@@ -95,6 +95,7 @@ impl BlockQ4K {
 
     /// All eight 6-bit scales and all eight mins at once (as [`Self::scale_min`] for `s` in
     /// 0..8), unpacked four bytes at a time.
+    #[inline(always)]
     pub fn scales_mins(&self) -> ([u8; 8], [u8; 8]) {
         let word = |i: usize| {
             u32::from_le_bytes([

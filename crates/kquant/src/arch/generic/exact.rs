@@ -42,11 +42,22 @@ pub(super) struct Q6K<B>(pub(super) PhantomData<B>);
 
 impl<B: Q6Block + Copy> RowKernel for Q6K<B> {
     type Block = B;
+    /// The transposed x, block by block.
+    type View<'a> = &'a [[f32; QK_K]];
 
     #[inline(always)]
-    fn dot<V: Vector, const N: usize>(self, v: V, row: &[B], xs: [&[f32]; N]) -> [f32; N] {
+    fn view(prepared: &[f32]) -> &[[f32; QK_K]] {
+        prepared.as_chunks::<QK_K>().0
+    }
+
+    #[inline(always)]
+    fn dot<V: Vector, const N: usize>(
+        self,
+        v: V,
+        row: &[B],
+        blocks_of_x: [&[[f32; QK_K]]; N],
+    ) -> [f32; N] {
         let mut acc = [[v.splat_f(0.0); 4]; N];
-        let blocks_of_x = xs.map(|x| x.as_chunks::<QK_K>().0);
         for (i, b) in row.iter().enumerate() {
             let xb = blocks_of_x.map(|x| &x[i]);
             let ds = q6k_scales(b);
@@ -73,13 +84,26 @@ pub(super) struct Q4K;
 
 impl RowKernel for Q4K {
     type Block = BlockQ4K;
+    /// The transposed x block by block, and its 32-column sums.
+    type View<'a> = (&'a [[f32; QK_K]], &'a [f32]);
 
     #[inline(always)]
-    fn dot<V: Vector, const N: usize>(self, v: V, row: &[BlockQ4K], xs: [&[f32]; N]) -> [f32; N] {
-        let cols = QK_K * row.len();
+    fn view(prepared: &[f32]) -> Self::View<'_> {
+        let cols = prepared.len() / 33 * 32; // prepared_len(true, cols) = cols · 33/32
+        let (x, sums) = prepared.split_at(cols);
+        (x.as_chunks::<QK_K>().0, sums)
+    }
+
+    #[inline(always)]
+    fn dot<V: Vector, const N: usize>(
+        self,
+        v: V,
+        row: &[BlockQ4K],
+        xs: [Self::View<'_>; N],
+    ) -> [f32; N] {
         let mut acc = [[v.splat_f(0.0); 4]; N];
         let mut mins = [[0.0f32; 4]; N];
-        let blocks_of_x = xs.map(|x| x[..cols].as_chunks::<QK_K>().0);
+        let blocks_of_x = xs.map(|(x, _)| x);
         for (i, b) in row.iter().enumerate() {
             let xb = blocks_of_x.map(|x| &x[i]);
             let (ds, dm) = q4k_scales(v, b);
@@ -95,8 +119,8 @@ impl RowKernel for Q4K {
                     }
                 }
             }
-            for (m, x) in mins.iter_mut().zip(xs) {
-                let sums = &x[cols + 8 * i..cols + 8 * i + 8];
+            for (m, (_, x_sums)) in mins.iter_mut().zip(xs) {
+                let sums = &x_sums[8 * i..8 * i + 8];
                 for (s, &x_sum) in sums.iter().enumerate() {
                     m[s % 4] += dm[s] * x_sum;
                 }

@@ -55,7 +55,7 @@ pub(crate) const fn prepared_len(cols: usize) -> usize {
 
 /// A prepared vector, viewed in its parts, per block of 256 columns.
 #[derive(Clone, Copy)]
-struct Prepared<'a> {
+pub(super) struct Prepared<'a> {
     xq8: &'a [[i8; QK_K]],
     xq16: &'a [[i16; QK_K]],
     dx: &'a [f32],
@@ -71,7 +71,30 @@ struct PreparedBlock<'a> {
     bsums: &'a [i16; 16],
 }
 
+/// Blocks `i..i + 4` of a [`Prepared`] vector, for the one-vector kernels that take four
+/// blocks at a time.
+struct PreparedQuad<'a> {
+    xq8: [&'a [i8; QK_K]; 4],
+    dx: [f32; 4],
+    bsums: [&'a [i16; 16]; 4],
+}
+
 impl<'a> Prepared<'a> {
+    /// Blocks `i..i + 4` (written out, not `array::from_fn`: a closure is a function of its
+    /// own that LLVM left out of line, once per call of the kernel's loop).
+    #[inline(always)]
+    fn quad(&self, i: usize) -> PreparedQuad<'a> {
+        let (xq8, dx, bsums) = (
+            &self.xq8[i..i + 4],
+            &self.dx[i..i + 4],
+            &self.bsums[i..i + 4],
+        );
+        PreparedQuad {
+            xq8: [&xq8[0], &xq8[1], &xq8[2], &xq8[3]],
+            dx: [dx[0], dx[1], dx[2], dx[3]],
+            bsums: [&bsums[0], &bsums[1], &bsums[2], &bsums[3]],
+        }
+    }
     #[inline(always)]
     fn block(&self, i: usize) -> PreparedBlock<'a> {
         PreparedBlock {
@@ -164,12 +187,32 @@ pub(super) struct Q6KQ8<B>(pub(super) PhantomData<B>);
 impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
     const WIDEST_PASS: usize = 8;
     type Block = B;
+    type View<'a> = Prepared<'a>;
 
     #[inline(always)]
-    fn dot<V: Vector, const N: usize>(self, v: V, row: &[B], xs: [&[f32]; N]) -> [f32; N] {
-        let prepared = xs.map(parts);
+    fn view(prepared: &[f32]) -> Prepared<'_> {
+        parts(prepared)
+    }
+
+    #[inline(always)]
+    fn dot<V: Vector, const N: usize>(self, v: V, row: &[B], prepared: [Prepared; N]) -> [f32; N] {
         let mut acc = [0.0f32; N];
-        for (i, b) in row.iter().enumerate() {
+        let mut done = 0;
+        if N == 1 {
+            // One vector: the backend's own integer sums, four blocks at a time where it has
+            // them (the same integers, so the same bits), the float epilogue block by block.
+            for (q, quad) in row.as_chunks::<4>().0.iter().enumerate() {
+                let xb = prepared[0].quad(4 * q);
+                let Some(totals) = B::int8_sums4(quad, v, xb.xq8, xb.bsums) else {
+                    break;
+                };
+                for ((b, dx), total) in quad.iter().zip(xb.dx).zip(totals) {
+                    acc[0] += (v.f16_to_f32(b.d()) * dx) * total as f32;
+                }
+                done += 4;
+            }
+        }
+        for (i, b) in row.iter().enumerate().skip(done) {
             let d = v.f16_to_f32(b.d());
             let xb = prepared.map(|x| x.block(i));
             if let (1, Some(total)) = (N, b.int8_sum(v, xb[0].xq8, xb[0].bsums)) {
@@ -212,12 +255,38 @@ pub(super) struct Q4KQ8;
 impl RowKernel for Q4KQ8 {
     const WIDEST_PASS: usize = 8;
     type Block = BlockQ4K;
+    type View<'a> = Prepared<'a>;
 
     #[inline(always)]
-    fn dot<V: Vector, const N: usize>(self, v: V, row: &[BlockQ4K], xs: [&[f32]; N]) -> [f32; N] {
-        let prepared = xs.map(parts);
+    fn view(prepared: &[f32]) -> Prepared<'_> {
+        parts(prepared)
+    }
+
+    #[inline(always)]
+    fn dot<V: Vector, const N: usize>(
+        self,
+        v: V,
+        row: &[BlockQ4K],
+        prepared: [Prepared; N],
+    ) -> [f32; N] {
         let mut acc = [0.0f32; N];
-        for (i, b) in row.iter().enumerate() {
+        let mut done = 0;
+        if N == 1 {
+            // As in the Q6_K kernel: four blocks' integer sums at a time where the backend has
+            // them, the float epilogue block by block.
+            for (q, quad) in row.as_chunks::<4>().0.iter().enumerate() {
+                let xb = prepared[0].quad(4 * q);
+                let Some(totals) = v.q4k_int8_sums4(quad, xb.xq8, xb.bsums) else {
+                    break;
+                };
+                for ((b, dx), (total, mins)) in quad.iter().zip(xb.dx).zip(totals) {
+                    let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
+                    acc[0] += (d * dx) * total as f32 - (dmin * dx) * mins as f32;
+                }
+                done += 4;
+            }
+        }
+        for (i, b) in row.iter().enumerate().skip(done) {
             let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
             let xb = prepared.map(|x| x.block(i));
             if let (1, Some((total, mins))) = (N, v.q4k_int8_sums(b, xb[0].xq8, xb[0].bsums)) {

@@ -274,6 +274,27 @@ pub(crate) trait Vector: Copy {
     fn q6k_int8_sum(self, _b: &BlockQ6K, _xq8: &[i8; QK_K], _bsums: &[i16; 16]) -> Option<i32> {
         None
     }
+    /// [`Vector::q6k_int8_sum`] of four consecutive blocks of a row, against their four parts
+    /// of the vector (a backend reduces the four sums together).
+    #[inline(always)]
+    fn q6k_int8_sums4(
+        self,
+        _b: &[BlockQ6K; 4],
+        _xq8: [&[i8; QK_K]; 4],
+        _bsums: [&[i16; 16]; 4],
+    ) -> Option<[i32; 4]> {
+        None
+    }
+    /// [`Vector::q4k_int8_sums`] of four consecutive blocks, as [`Vector::q6k_int8_sums4`].
+    #[inline(always)]
+    fn q4k_int8_sums4(
+        self,
+        _b: &[BlockQ4K; 4],
+        _xq8: [&[i8; QK_K]; 4],
+        _bsums: [&[i16; 16]; 4],
+    ) -> Option<[(i32, i32); 4]> {
+        None
+    }
     /// The int8 mode's `(S, M)` of one Q4_K block against one prepared vector, as
     /// [`Vector::q6k_int8_sum`].
     #[inline(always)]
@@ -393,8 +414,16 @@ pub(crate) trait RowKernel: Copy {
     /// The most vectors one pass takes (each pass reads the weights once).
     const WIDEST_PASS: usize = 4;
     type Block;
-    fn dot<V: Vector, const N: usize>(self, v: V, row: &[Self::Block], xs: [&[f32]; N])
-        -> [f32; N];
+    /// A prepared vector as the kernel reads it: split into its parts once per pass
+    /// ([`RowKernel::view`]), not once per row.
+    type View<'a>: Copy;
+    fn view(prepared: &[f32]) -> Self::View<'_>;
+    fn dot<V: Vector, const N: usize>(
+        self,
+        v: V,
+        row: &[Self::Block],
+        xs: [Self::View<'_>; N],
+    ) -> [f32; N];
 }
 
 /// `n = out.len() / rows` vectors against every row, in passes of 4, 2 and 1 vectors
@@ -456,7 +485,7 @@ pub(crate) fn pass_rows<V: Vector, K: RowKernel, const N: usize>(
     y: &mut [f32],
 ) {
     let (p, rows) = (x.len() / N, y.len() / N);
-    let xs: [&[f32]; N] = core::array::from_fn(|i| &x[i * p..(i + 1) * p]);
+    let xs: [K::View<'_>; N] = core::array::from_fn(|i| K::view(&x[i * p..(i + 1) * p]));
     for (r, row) in blocks.chunks_exact(blocks.len() / rows).enumerate() {
         for (i, value) in kernel.dot(v, row, xs).into_iter().enumerate() {
             y[i * rows + r] = value;
@@ -565,6 +594,13 @@ pub(crate) trait Q6Block: bytemuck::Pod {
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F;
     /// [`Vector::q6k_int8_sum`] for a block of this layout (`None`: the chunk loop).
     fn int8_sum<V: Vector>(&self, v: V, xq8: &[i8; QK_K], bsums: &[i16; 16]) -> Option<i32>;
+    /// [`Vector::q6k_int8_sums4`] for blocks of this layout (`None`: one block at a time).
+    fn int8_sums4<V: Vector>(
+        blocks: &[Self; 4],
+        v: V,
+        xq8: [&[i8; QK_K]; 4],
+        bsums: [&[i16; 16]; 4],
+    ) -> Option<[i32; 4]>;
     /// `acc +` [`Vector::dot_scaled`] of a chunk.
     fn dot_scaled_add<V: Vector>(
         v: V,
@@ -594,6 +630,15 @@ impl Q6Block for BlockQ6K {
     #[inline(always)]
     fn int8_sum<V: Vector>(&self, v: V, xq8: &[i8; QK_K], bsums: &[i16; 16]) -> Option<i32> {
         v.q6k_int8_sum(self, xq8, bsums)
+    }
+    #[inline(always)]
+    fn int8_sums4<V: Vector>(
+        blocks: &[Self; 4],
+        v: V,
+        xq8: [&[i8; QK_K]; 4],
+        bsums: [&[i16; 16]; 4],
+    ) -> Option<[i32; 4]> {
+        v.q6k_int8_sums4(blocks, xq8, bsums)
     }
     #[inline(always)]
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F {
@@ -633,6 +678,15 @@ impl Q6Block for BlockQ6KPacked {
     }
     #[inline(always)]
     fn int8_sum<V: Vector>(&self, _: V, _: &[i8; QK_K], _: &[i16; 16]) -> Option<i32> {
+        None
+    }
+    #[inline(always)]
+    fn int8_sums4<V: Vector>(
+        _: &[Self; 4],
+        _: V,
+        _: [&[i8; QK_K]; 4],
+        _: [&[i16; 16]; 4],
+    ) -> Option<[i32; 4]> {
         None
     }
     #[inline(always)]

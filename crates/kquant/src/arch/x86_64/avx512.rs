@@ -243,6 +243,26 @@ impl<const VNNI: bool> Vector for Avx512<VNNI> {
         Some(unsafe { super::int8_block::q6k_sum(b, xq8, bsums) })
     }
     #[inline(always)]
+    fn q6k_int8_sums4(
+        self,
+        b: &[BlockQ6K; 4],
+        xq8: [&[i8; QK_K]; 4],
+        bsums: [&[i16; 16]; 4],
+    ) -> Option<[i32; 4]> {
+        // SAFETY: see the impl (AVX2 is among the backend's features).
+        Some(unsafe { super::int8_block::q6k_sums4(b, xq8, bsums) })
+    }
+    #[inline(always)]
+    fn q4k_int8_sums4(
+        self,
+        b: &[BlockQ4K; 4],
+        xq8: [&[i8; QK_K]; 4],
+        bsums: [&[i16; 16]; 4],
+    ) -> Option<[(i32, i32); 4]> {
+        // SAFETY: see the impl (AVX2 is among the backend's features).
+        Some(unsafe { super::int8_block::q4k_sums4(b, xq8, bsums) })
+    }
+    #[inline(always)]
     fn q4k_int8_sums(
         self,
         b: &BlockQ4K,

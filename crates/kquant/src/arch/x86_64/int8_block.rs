@@ -32,6 +32,41 @@ use crate::{BlockQ4K, BlockQ6K};
 /// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
 #[inline(always)]
 pub(super) unsafe fn q6k_sum(b: &BlockQ6K, xq8: &[i8; 256], bsums: &[i16; 16]) -> i32 {
+    // SAFETY: AVX2 is available (the caller's contract).
+    unsafe { sum_i32(q6k_lanes(b, xq8, bsums)) }
+}
+
+/// [`q6k_sum`] of four blocks, each against its own part of the vector, reduced together.
+///
+/// # Safety
+///
+/// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
+#[inline(always)]
+pub(super) unsafe fn q6k_sums4(
+    b: &[BlockQ6K; 4],
+    xq8: [&[i8; 256]; 4],
+    bsums: [&[i16; 16]; 4],
+) -> [i32; 4] {
+    // SAFETY: AVX2 is available (the caller's contract).
+    unsafe {
+        // Four calls, not `array::from_fn`: a closure is a function of its own, compiled
+        // without the caller's target features, and would not inline the intrinsics.
+        sums4_i32([
+            q6k_lanes(&b[0], xq8[0], bsums[0]),
+            q6k_lanes(&b[1], xq8[1], bsums[1]),
+            q6k_lanes(&b[2], xq8[2], bsums[2]),
+            q6k_lanes(&b[3], xq8[3], bsums[3]),
+        ])
+    }
+}
+
+/// `S` of a Q6_K block, spread over eight i32 lanes.
+///
+/// # Safety
+///
+/// AVX2 must be available.
+#[inline(always)]
+unsafe fn q6k_lanes(b: &BlockQ6K, xq8: &[i8; 256], bsums: &[i16; 16]) -> __m256i {
     // SAFETY: AVX2 is available (the caller's contract). Every load reads 16 or 32 bytes at an
     // offset that the fixed-size arrays hold: `ql` 128 bytes (two halves of 64), `qh` 64 (two of
     // 32), `scales` 16, `xq8` 256 (eight runs of 32), `bsums` 32.
@@ -78,7 +113,7 @@ pub(super) unsafe fn q6k_sum(b: &BlockQ6K, xq8: &[i8; 256], bsums: &[i16; 16]) -
                 sum = _mm256_add_epi32(sum, products);
             }
         }
-        sum_i32(_mm256_sub_epi32(sum, _mm256_slli_epi32::<5>(correction)))
+        _mm256_sub_epi32(sum, _mm256_slli_epi32::<5>(correction))
     }
 }
 
@@ -90,6 +125,51 @@ pub(super) unsafe fn q6k_sum(b: &BlockQ6K, xq8: &[i8; 256], bsums: &[i16; 16]) -
 /// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
 #[inline(always)]
 pub(super) unsafe fn q4k_sums(b: &BlockQ4K, xq8: &[i8; 256], bsums: &[i16; 16]) -> (i32, i32) {
+    // SAFETY: AVX2 is available (the caller's contract).
+    unsafe {
+        let (sum, mins) = q4k_lanes(b, xq8, bsums);
+        sums_i32(sum, mins)
+    }
+}
+
+/// [`q4k_sums`] of four blocks, each against its own part of the vector, reduced together.
+///
+/// # Safety
+///
+/// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
+#[inline(always)]
+pub(super) unsafe fn q4k_sums4(
+    b: &[BlockQ4K; 4],
+    xq8: [&[i8; 256]; 4],
+    bsums: [&[i16; 16]; 4],
+) -> [(i32, i32); 4] {
+    // SAFETY: AVX2 is available (the caller's contract).
+    unsafe {
+        // Four calls, not `array::from_fn`: see `q6k_sums4`.
+        let lanes = [
+            q4k_lanes(&b[0], xq8[0], bsums[0]),
+            q4k_lanes(&b[1], xq8[1], bsums[1]),
+            q4k_lanes(&b[2], xq8[2], bsums[2]),
+            q4k_lanes(&b[3], xq8[3], bsums[3]),
+        ];
+        let sums = sums4_i32([lanes[0].0, lanes[1].0, lanes[2].0, lanes[3].0]);
+        // The four blocks' mins: [m0 m1 m2 m3] per block, pairs added twice.
+        let pairs = [
+            _mm_hadd_epi32(lanes[0].1, lanes[1].1),
+            _mm_hadd_epi32(lanes[2].1, lanes[3].1),
+        ];
+        let mins: [i32; 4] = bytemuck::cast(_mm_hadd_epi32(pairs[0], pairs[1]));
+        core::array::from_fn(|k| (sums[k], mins[k]))
+    }
+}
+
+/// `S` of a Q4_K block in eight i32 lanes and `M` in four.
+///
+/// # Safety
+///
+/// AVX2 must be available.
+#[inline(always)]
+unsafe fn q4k_lanes(b: &BlockQ4K, xq8: &[i8; 256], bsums: &[i16; 16]) -> (__m256i, __m128i) {
     let (sc, m) = b.scales_mins();
     let (sc, m) = (u64::from_le_bytes(sc), u64::from_le_bytes(m));
     // SAFETY: AVX2 is available (the caller's contract). Every load reads 32 bytes at an offset
@@ -121,7 +201,7 @@ pub(super) unsafe fn q4k_sums(b: &BlockQ4K, xq8: &[i8; 256], bsums: &[i16; 16]) 
                 sum = _mm256_add_epi32(sum, products);
             }
         }
-        sums_i32(sum, mins)
+        (sum, mins)
     }
 }
 
@@ -172,6 +252,25 @@ unsafe fn sum_i32(v: __m256i) -> i32 {
         _mm_cvtsi128_si32(_mm_add_epi32(
             pair,
             _mm_shuffle_epi32::<0b10_11_00_01>(pair),
+        ))
+    }
+}
+
+/// The sums of the eight i32 lanes of each of four registers (wrapping): two rounds of
+/// horizontal adds within the 128-bit halves, then the halves added.
+///
+/// # Safety
+///
+/// AVX2 must be available.
+#[inline(always)]
+unsafe fn sums4_i32(v: [__m256i; 4]) -> [i32; 4] {
+    // SAFETY: AVX2 is available (the caller's contract).
+    unsafe {
+        let pairs = [_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3])];
+        let quads = _mm256_hadd_epi32(pairs[0], pairs[1]); // per half: [Σ v0, Σ v1, Σ v2, Σ v3]
+        bytemuck::cast(_mm_add_epi32(
+            _mm256_castsi256_si128(quads),
+            _mm256_extracti128_si256::<1>(quads),
         ))
     }
 }
