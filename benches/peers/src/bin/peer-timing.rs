@@ -15,7 +15,7 @@
 
 use std::hint::black_box;
 
-use cobordism_benches::{TimingArgs, CASES};
+use cobordism_benches::{sequential_read, TimingArgs, CASES};
 use cobordism_peers::candle::{candle_path, pin_threads, CandleMatrix};
 use cobordism_peers::timing::Row;
 use kquant::{Backend, QMatrix};
@@ -72,6 +72,7 @@ fn main() {
     let candle_name = format!("candle {arch} {}", candle_path());
     let ggml_name = format!("ggml {arch} (llama-cpp-python 0.3.36, -march=native)");
     let with_ggml = cfg!(ggml);
+    let floor_name = "memory floor (sequential read)".to_string();
     println!(
         "{arch}, median of {runs} runs after one warm-up, kernels alternated call by call; \
          candle-core 0.11.1, {threads} thread(s); ggml one thread{}",
@@ -111,6 +112,15 @@ fn main() {
 
         let x = &x;
         let mut kernels: Vec<Kernel> = Vec::new();
+        // The memory floor (each 64-byte line of the weights read once), alternated with the
+        // kernels like them.
+        let w = &w;
+        kernels.push((
+            &floor_name,
+            Box::new(move || {
+                black_box(sequential_read(black_box(w)));
+            }),
+        ));
         #[cfg(ggml)]
         {
             let mut y = vec![0.0; case.rows];
