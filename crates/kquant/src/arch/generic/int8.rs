@@ -211,14 +211,18 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
                 }
                 done += 4;
             }
+            for (i, b) in row.iter().enumerate().skip(done) {
+                let x = prepared[0].block(i);
+                let Some(total) = b.int8_sum(v, x.xq8, x.bsums) else {
+                    break;
+                };
+                acc[0] += (v.f16_to_f32(b.d()) * x.dx) * total as f32;
+                done += 1;
+            }
         }
         for (i, b) in row.iter().enumerate().skip(done) {
             let d = v.f16_to_f32(b.d());
             let xb = prepared.map(|x| x.block(i));
-            if let (1, Some(total)) = (N, b.int8_sum(v, xb[0].xq8, xb[0].bsums)) {
-                acc[0] += (d * xb[0].dx) * total as f32;
-                continue;
-            }
             let sc: [i16; 16] = core::array::from_fn(|j| i16::from(b.scale(j)));
             let mut sums = [v.splat_u(0); N];
             if B::SHIFTS_BY_STEP {
@@ -285,14 +289,19 @@ impl RowKernel for Q4KQ8 {
                 }
                 done += 4;
             }
+            for (i, b) in row.iter().enumerate().skip(done) {
+                let x = prepared[0].block(i);
+                let Some((total, mins)) = v.q4k_int8_sums(b, x.xq8, x.bsums) else {
+                    break;
+                };
+                let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
+                acc[0] += (d * x.dx) * total as f32 - (dmin * x.dx) * mins as f32;
+                done += 1;
+            }
         }
         for (i, b) in row.iter().enumerate().skip(done) {
             let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
             let xb = prepared.map(|x| x.block(i));
-            if let (1, Some((total, mins))) = (N, v.q4k_int8_sums(b, xb[0].xq8, xb[0].bsums)) {
-                acc[0] += (d * xb[0].dx) * total as f32 - (dmin * xb[0].dx) * mins as f32;
-                continue;
-            }
             // Per 16-column group: the sub-block's scale and min (each used for two groups).
             let (mut sc, mut m) = ([0i16; 16], [0i16; 16]);
             for s in 0..8 {
