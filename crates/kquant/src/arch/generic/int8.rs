@@ -206,8 +206,13 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
                 let Some(totals) = B::int8_sums4(quad, v, xb.xq8, xb.bsums) else {
                     break;
                 };
-                for ((b, dx), total) in quad.iter().zip(xb.dx).zip(totals) {
-                    acc[0] += (v.f16_to_f32(b.d()) * dx) * total as f32;
+                // As in the Q4_K kernel: the four terms, then added in block order.
+                let mut terms = [0.0f32; 4];
+                for (k, term) in terms.iter_mut().enumerate() {
+                    *term = (v.f16_to_f32(quad[k].d()) * xb.dx[k]) * totals[k] as f32;
+                }
+                for term in terms {
+                    acc[0] += term;
                 }
                 done += 4;
             }
@@ -283,9 +288,17 @@ impl RowKernel for Q4KQ8 {
                 let Some(totals) = v.q4k_int8_sums4(quad, xb.xq8, xb.bsums) else {
                     break;
                 };
-                for ((b, dx), (total, mins)) in quad.iter().zip(xb.dx).zip(totals) {
+                // Each block's term on its own (lane-wise, so LLVM may run the four in one
+                // vector), then added in block order.
+                let mut terms = [0.0f32; 4];
+                for (k, term) in terms.iter_mut().enumerate() {
+                    let b = &quad[k];
                     let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
-                    acc[0] += (d * dx) * total as f32 - (dmin * dx) * mins as f32;
+                    let (total, mins) = totals[k];
+                    *term = (d * xb.dx[k]) * total as f32 - (dmin * xb.dx[k]) * mins as f32;
+                }
+                for term in terms {
+                    acc[0] += term;
                 }
                 done += 4;
             }
