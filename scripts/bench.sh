@@ -115,9 +115,11 @@ Q8_K blocks: they differ only by float rounding, the column says how much); cand
 engine module built with candle. "kquant int8 / ggml speed" is ggml's time over kquant int8's
 (above 1: kquant faster). The last table runs the int8 kernels of the module built plain and
 with kquant's \`relaxed-simd\` feature (relaxed SIMD's 8-bit dot product, whose results are
-exact for the operands it gets: \`crates/kquant/src/arch/wasm32/simd128.rs\`), both in one
-workerd process, alternated call by call (workerd only: Node 20's relaxed SIMD is not the final
-instruction).
+exact for the operands it gets: \`crates/kquant/src/arch/wasm32/simd128.rs\`; the build the shard
+ships), both in one workerd process, alternated call by call with two read-only passes over the
+same bytes (each 64-byte line touched once; every byte loaded into a \`v128\`): "/ floor" is a
+kernel's time per vector over the faster of the two (workerd only: Node 20's relaxed SIMD is not
+the final instruction).
 
 $(cat "$out/engine.md")
 
@@ -144,6 +146,11 @@ ggml is llama.cpp's CPU backend from the llama-cpp-python 0.3.36 source distribu
 with the host's C compiler at \`-O3 -march=native\` and run as its matmul runs one vector on
 one thread: x quantized to Q8_K once, then one \`vec_dot\` per weight row. Native here; its wasm
 simd128 kernels are in the first section's table (in workerd and Node), not in the WASI run.
+Every kernel of a case, and a sequential read of its bytes (the memory floor), runs alternated
+call by call on the same bytes; kquant's int8 mode on each of its vector backends (a one-vector
+pass takes the backend's own integer sums of four blocks at a time, then the canonical float
+epilogue block by block), its exact mode on the fastest. "Speed vs ggml" is ggml's time over
+the row's (above 1: faster than ggml).
 
 Native:
 
