@@ -3,7 +3,6 @@
 use core::arch::x86_64::*;
 
 use crate::arch::generic::{self, Job, Vector};
-use crate::{BlockQ4K, BlockQ6K, QK_K};
 
 /// Token for AVX2; only [`run`] makes one, after the backend was found available.
 #[derive(Clone, Copy)]
@@ -185,41 +184,8 @@ impl Vector for Avx2 {
             _mm256_madd_epi16(pairs, scale)
         }
     }
-    #[inline(always)]
-    fn q6k_int8_sum(self, b: &BlockQ6K, xq8: &[i8; QK_K], bsums: &[i16; 16]) -> Option<i32> {
-        // SAFETY: see the impl (AVX2 is among the backend's features).
-        Some(unsafe { super::int8_block::q6k_sum(b, xq8, bsums) })
-    }
-    #[inline(always)]
-    fn q6k_int8_sums4(
-        self,
-        b: &[BlockQ6K; 4],
-        xq8: [&[i8; QK_K]; 4],
-        bsums: [&[i16; 16]; 4],
-    ) -> Option<[i32; 4]> {
-        // SAFETY: see the impl (AVX2 is among the backend's features).
-        Some(unsafe { super::int8_block::q6k_sums4(b, xq8, bsums) })
-    }
-    #[inline(always)]
-    fn q4k_int8_sums4(
-        self,
-        b: &[BlockQ4K; 4],
-        xq8: [&[i8; QK_K]; 4],
-        bsums: [&[i16; 16]; 4],
-    ) -> Option<[(i32, i32); 4]> {
-        // SAFETY: see the impl (AVX2 is among the backend's features).
-        Some(unsafe { super::int8_block::q4k_sums4(b, xq8, bsums) })
-    }
-    #[inline(always)]
-    fn q4k_int8_sums(
-        self,
-        b: &BlockQ4K,
-        xq8: &[i8; QK_K],
-        bsums: &[i16; 16],
-    ) -> Option<(i32, i32)> {
-        // SAFETY: see the impl (AVX2 is among the backend's features).
-        Some(unsafe { super::int8_block::q4k_sums(b, xq8, bsums) })
-    }
+    // The int8 block sums: the AVX2 code both x86 backends share.
+    super::int8_block_sums!();
     #[inline(always)]
     fn add_i32(self, a: __m256i, b: __m256i) -> __m256i {
         // SAFETY: see the impl.

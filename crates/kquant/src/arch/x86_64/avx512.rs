@@ -11,7 +11,6 @@
 use core::arch::x86_64::*;
 
 use crate::arch::generic::{self, Job, Vector};
-use crate::{BlockQ4K, BlockQ6K, QK_K};
 
 /// Token for AVX-512 F + BW (+ F16C), and VNNI when `VNNI`; only [`run`] and [`run_vnni`] make
 /// one, after the backend was found available.
@@ -237,41 +236,8 @@ impl<const VNNI: bool> Vector for Avx512<VNNI> {
         // (|each| ≤ 2·16002·128).
         unsafe { _mm512_dpwssd_epi32(acc, pairs, scale) }
     }
-    #[inline(always)]
-    fn q6k_int8_sum(self, b: &BlockQ6K, xq8: &[i8; QK_K], bsums: &[i16; 16]) -> Option<i32> {
-        // SAFETY: see the impl (AVX2 is among the backend's features).
-        Some(unsafe { super::int8_block::q6k_sum(b, xq8, bsums) })
-    }
-    #[inline(always)]
-    fn q6k_int8_sums4(
-        self,
-        b: &[BlockQ6K; 4],
-        xq8: [&[i8; QK_K]; 4],
-        bsums: [&[i16; 16]; 4],
-    ) -> Option<[i32; 4]> {
-        // SAFETY: see the impl (AVX2 is among the backend's features).
-        Some(unsafe { super::int8_block::q6k_sums4(b, xq8, bsums) })
-    }
-    #[inline(always)]
-    fn q4k_int8_sums4(
-        self,
-        b: &[BlockQ4K; 4],
-        xq8: [&[i8; QK_K]; 4],
-        bsums: [&[i16; 16]; 4],
-    ) -> Option<[(i32, i32); 4]> {
-        // SAFETY: see the impl (AVX2 is among the backend's features).
-        Some(unsafe { super::int8_block::q4k_sums4(b, xq8, bsums) })
-    }
-    #[inline(always)]
-    fn q4k_int8_sums(
-        self,
-        b: &BlockQ4K,
-        xq8: &[i8; QK_K],
-        bsums: &[i16; 16],
-    ) -> Option<(i32, i32)> {
-        // SAFETY: see the impl (AVX2 is among the backend's features).
-        Some(unsafe { super::int8_block::q4k_sums(b, xq8, bsums) })
-    }
+    // The int8 block sums: the AVX2 code both x86 backends share.
+    super::int8_block_sums!();
     #[inline(always)]
     fn add_i32(self, a: __m512i, b: __m512i) -> __m512i {
         // SAFETY: see the impl.

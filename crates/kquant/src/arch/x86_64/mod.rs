@@ -1,6 +1,55 @@
 //! x86_64 backends: SSE2 (baseline, 4 lanes), AVX2 (8 lanes) and AVX-512 (16 lanes), the last
 //! two detected at run time.
 
+/// The int8 block-sum methods of `generic::Vector` for a backend with AVX2 among its features
+/// (AVX2 and both AVX-512 backends): [`int8_block`]'s code, the same in each impl.
+macro_rules! int8_block_sums {
+    () => {
+        #[inline(always)]
+        fn q6k_int8_sum(
+            self,
+            b: &crate::BlockQ6K,
+            xq8: &[i8; crate::QK_K],
+            bsums: &[i16; 16],
+        ) -> Option<i32> {
+            // SAFETY: the impl's backend runs only where AVX2 is available (its token exists
+            // only inside its `#[target_feature]` entry point, AVX2 among the features).
+            Some(unsafe { super::int8_block::q6k_sum(b, xq8, bsums) })
+        }
+        #[inline(always)]
+        fn q6k_int8_sums4(
+            self,
+            b: &[crate::BlockQ6K; 4],
+            xq8: [&[i8; crate::QK_K]; 4],
+            bsums: [&[i16; 16]; 4],
+        ) -> Option<[i32; 4]> {
+            // SAFETY: as in `q6k_int8_sum`.
+            Some(unsafe { super::int8_block::q6k_sums4(b, xq8, bsums) })
+        }
+        #[inline(always)]
+        fn q4k_int8_sums(
+            self,
+            b: &crate::BlockQ4K,
+            xq8: &[i8; crate::QK_K],
+            bsums: &[i16; 16],
+        ) -> Option<(i32, i32)> {
+            // SAFETY: as in `q6k_int8_sum`.
+            Some(unsafe { super::int8_block::q4k_sums(b, xq8, bsums) })
+        }
+        #[inline(always)]
+        fn q4k_int8_sums4(
+            self,
+            b: &[crate::BlockQ4K; 4],
+            xq8: [&[i8; crate::QK_K]; 4],
+            bsums: [&[i16; 16]; 4],
+        ) -> Option<[(i32, i32); 4]> {
+            // SAFETY: as in `q6k_int8_sum`.
+            Some(unsafe { super::int8_block::q4k_sums4(b, xq8, bsums) })
+        }
+    };
+}
+use int8_block_sums;
+
 pub(crate) mod avx2;
 pub(crate) mod avx512;
 mod int8_block;
