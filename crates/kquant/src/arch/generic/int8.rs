@@ -26,6 +26,11 @@
 //! `d`, `dmin` are the block's f16 scales as f32, `q` the unsigned quants (0..63, 0..15),
 //! `sc`/`m` the sub-block scales and mins. The quantization of `x` costs about 7e-3 of
 //! max |y| in accuracy (measured in `tests/int8.rs`); the exact kernels stay near 1e-7.
+//!
+//! A one-vector pass (the decode case) takes `S` and `M` from the backend where it has its own
+//! integer code for them (`Vector::q6k_int8_sum`, `q4k_int8_sums` and their four-block forms:
+//! AVX2, AVX-512 and simd128 do), four blocks at a time; the float epilogue stays here
+//! ([`q6k_term`], [`q4k_term`]), in block order, for every backend and pass.
 
 use core::marker::PhantomData;
 
@@ -159,6 +164,19 @@ pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
     }
 }
 
+/// A Q6_K block's term of the row's sum, the float epilogue of the canonical order:
+/// `(d·dx)·f32(S)`.
+#[inline(always)]
+fn q6k_term(d: f32, dx: f32, total: i32) -> f32 {
+    (d * dx) * total as f32
+}
+
+/// A Q4_K block's term: `(d·dx)·f32(S) − (dmin·dx)·f32(M)`, with `(S, M)` as `sums`.
+#[inline(always)]
+fn q4k_term(d: f32, dmin: f32, dx: f32, (total, mins): (i32, i32)) -> f32 {
+    (d * dx) * total as f32 - (dmin * dx) * mins as f32
+}
+
 /// Adds chunk `c` of step `s` of a Q6_K block, `Σ q·scale·xq` against each vector, to `sums`.
 #[inline(always)]
 fn add_q6_chunk<V: Vector, B: Q6Block, const N: usize>(
@@ -209,7 +227,7 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
                 // As in the Q4_K kernel: the four terms, then added in block order.
                 let mut terms = [0.0f32; 4];
                 for (k, term) in terms.iter_mut().enumerate() {
-                    *term = (v.f16_to_f32(quad[k].d()) * xb.dx[k]) * totals[k] as f32;
+                    *term = q6k_term(v.f16_to_f32(quad[k].d()), xb.dx[k], totals[k]);
                 }
                 for term in terms {
                     acc[0] += term;
@@ -221,7 +239,7 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
                 let Some(total) = b.int8_sum(v, x.xq8, x.bsums) else {
                     break;
                 };
-                acc[0] += (v.f16_to_f32(b.d()) * x.dx) * total as f32;
+                acc[0] += q6k_term(v.f16_to_f32(b.d()), x.dx, total);
                 done += 1;
             }
         }
@@ -250,7 +268,7 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
                     let (total, offset) = v.sum_and_dot16(sum, &sc, x.bsums);
                     total.wrapping_sub(32 * offset)
                 };
-                *a += (d * x.dx) * total as f32;
+                *a += q6k_term(d, x.dx, total);
             }
         }
         acc
@@ -294,8 +312,7 @@ impl RowKernel for Q4KQ8 {
                 for (k, term) in terms.iter_mut().enumerate() {
                     let b = &quad[k];
                     let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
-                    let (total, mins) = totals[k];
-                    *term = (d * xb.dx[k]) * total as f32 - (dmin * xb.dx[k]) * mins as f32;
+                    *term = q4k_term(d, dmin, xb.dx[k], totals[k]);
                 }
                 for term in terms {
                     acc[0] += term;
@@ -304,11 +321,11 @@ impl RowKernel for Q4KQ8 {
             }
             for (i, b) in row.iter().enumerate().skip(done) {
                 let x = prepared[0].block(i);
-                let Some((total, mins)) = v.q4k_int8_sums(b, x.xq8, x.bsums) else {
+                let Some(sums) = v.q4k_int8_sums(b, x.xq8, x.bsums) else {
                     break;
                 };
                 let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
-                acc[0] += (d * x.dx) * total as f32 - (dmin * x.dx) * mins as f32;
+                acc[0] += q4k_term(d, dmin, x.dx, sums);
                 done += 1;
             }
         }
@@ -334,8 +351,7 @@ impl RowKernel for Q4KQ8 {
                 }
             });
             for ((a, sum), x) in acc.iter_mut().zip(sums).zip(&xb) {
-                let (total, mins) = v.sum_and_dot16(sum, &m, x.bsums);
-                *a += (d * x.dx) * total as f32 - (dmin * x.dx) * mins as f32;
+                *a += q4k_term(d, dmin, x.dx, v.sum_and_dot16(sum, &m, x.bsums));
             }
         }
         acc
