@@ -15,10 +15,10 @@ fn q4k_weight<V: Vector>(v: V, q: V::U, k: u32) -> V::F {
 /// `((v0 + v1) + v2) + v3` with `v_k = w[k] · xt[16k..]`.
 #[inline(always)]
 fn lane_dot<V: Vector>(v: V, xt: &[f32], w: &[V::F; 4]) -> V::F {
-    let term = |k: usize| v.mul(w[k], v.load_f(&xt[16 * k..]));
-    let p = v.add(term(0), term(1));
-    let p = v.add(p, term(2));
-    v.add(p, term(3))
+    // Written out, not a closure (see `four!`).
+    let p = v.add(v.mul(w[0], v.load_f(xt)), v.mul(w[1], v.load_f(&xt[16..])));
+    let p = v.add(p, v.mul(w[2], v.load_f(&xt[32..])));
+    v.add(p, v.mul(w[3], v.load_f(&xt[48..])))
 }
 
 /// The fixed reduction of the 16 accumulator lanes.
@@ -64,7 +64,7 @@ impl<B: Q6Block + Copy> RowKernel for Q6K<B> {
             each_step!(V::UNROLL_STEPS, s => {
                 for c in 0..16 / V::LANES {
                     let q = b.chunk(v, s, c);
-                    let w = [0, 1, 2, 3].map(|k| B::weight(v, q, k));
+                    let w = four!(k => B::weight(v, q, k));
                     let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
                     let at = 64 * s + c * V::LANES;
                     for (a, x) in acc.iter_mut().zip(xb) {
@@ -74,7 +74,12 @@ impl<B: Q6Block + Copy> RowKernel for Q6K<B> {
                 }
             });
         }
-        acc.map(|a| reduce(v, a))
+        // A loop, not `acc.map`: see `four!`.
+        let mut out = [0.0; N];
+        for (o, a) in out.iter_mut().zip(acc) {
+            *o = reduce(v, a);
+        }
+        out
     }
 }
 
@@ -110,7 +115,7 @@ impl RowKernel for Q4K {
             for s in 0..4 {
                 for c in 0..16 / V::LANES {
                     let q = q4k_chunk(v, b, s, c);
-                    let w = [0, 1, 2, 3].map(|k| q4k_weight(v, q, k));
+                    let w = four!(k => q4k_weight(v, q, k));
                     let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
                     let at = 64 * s + c * V::LANES;
                     for (a, x) in acc.iter_mut().zip(xb) {
@@ -126,10 +131,12 @@ impl RowKernel for Q4K {
                 }
             }
         }
-        core::array::from_fn(|j| {
-            let m = mins[j];
-            reduce(v, acc[j]) - ((m[0] + m[1]) + (m[2] + m[3]))
-        })
+        // A loop, not `array::from_fn`: see `four!`.
+        let mut out = [0.0; N];
+        for ((o, a), m) in out.iter_mut().zip(acc).zip(mins) {
+            *o = reduce(v, a) - ((m[0] + m[1]) + (m[2] + m[3]));
+        }
+        out
     }
 }
 
@@ -140,7 +147,7 @@ pub(super) fn dequant_q6k<V: Vector, B: Q6Block>(v: V, b: &B, y: &mut [f32]) {
         for c in 0..16 / V::LANES {
             let q = b.chunk(v, s, c);
             let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
-            let w = [0, 1, 2, 3].map(|k| v.mul(scale, B::weight(v, q, k)));
+            let w = four!(k => v.mul(scale, B::weight(v, q, k)));
             v.store_interleaved(w, &mut y[64 * s + 4 * c * V::LANES..]);
         }
     }
@@ -155,7 +162,7 @@ pub(super) fn dequant_q4k<V: Vector>(v: V, b: &BlockQ4K, y: &mut [f32]) {
             let q = q4k_chunk(v, b, s, c);
             let scale = v.splat_groups(&ds[4 * s + c * V::LANES / 4..]);
             let min = v.splat_groups(&dm[4 * s + c * V::LANES / 4..]);
-            let w = [0, 1, 2, 3].map(|k| v.sub(v.mul(scale, q4k_weight(v, q, k)), min));
+            let w = four!(k => v.sub(v.mul(scale, q4k_weight(v, q, k)), min));
             v.store_interleaved(w, &mut y[64 * s + 4 * c * V::LANES..]);
         }
     }

@@ -103,6 +103,33 @@ macro_rules! each_step {
     };
 }
 
+/// `[e(0), e(1), e(2), e(3)]` for an expression `e` of `$k`, written out. `[0, 1, 2, 3].map(|k|
+/// e)` makes `e` a closure: a function of its own, compiled without the caller's target features,
+/// which LLVM may leave out of line with its intrinsics (with Cargo's default 16 codegen units it
+/// did, and the exact kernels ran ~20× slower on AVX-512).
+macro_rules! four {
+    ($k:ident => $e:expr) => {
+        [
+            {
+                let $k = 0;
+                $e
+            },
+            {
+                let $k = 1;
+                $e
+            },
+            {
+                let $k = 2;
+                $e
+            },
+            {
+                let $k = 3;
+                $e
+            },
+        ]
+    };
+}
+
 mod exact;
 pub(crate) mod int8;
 
