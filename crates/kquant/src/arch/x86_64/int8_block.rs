@@ -159,7 +159,12 @@ pub(super) unsafe fn q4k_sums4(
             _mm_hadd_epi32(lanes[2].1, lanes[3].1),
         ];
         let mins: [i32; 4] = bytemuck::cast(_mm_hadd_epi32(pairs[0], pairs[1]));
-        core::array::from_fn(|k| (sums[k], mins[k]))
+        [
+            (sums[0], mins[0]),
+            (sums[1], mins[1]),
+            (sums[2], mins[2]),
+            (sums[3], mins[3]),
+        ]
     }
 }
 
