@@ -28,9 +28,10 @@
 //! max |y| in accuracy (measured in `tests/int8.rs`); the exact kernels stay near 1e-7.
 //!
 //! A one-vector pass (the decode case) takes `S` and `M` from the backend where it has its own
-//! integer code for them (`Vector::q6k_int8_sum`, `q4k_int8_sums` and their four-block forms:
-//! AVX2, AVX-512 and simd128 do), four blocks at a time; the float epilogue stays here
-//! ([`q6k_term`], [`q4k_term`]), in block order, for every backend and pass.
+//! integer code for them (`Vector::q6k_int8_sums`, `q4k_int8_sums`: AVX2 and AVX-512 for runs
+//! of four, two and one blocks, simd128 for one), the longest run first ([`one_vector`]); the
+//! float epilogue stays here ([`q6k_term`], [`q4k_term`]), in block order, for every backend
+//! and pass.
 
 use core::marker::PhantomData;
 
@@ -76,29 +77,29 @@ struct PreparedBlock<'a> {
     bsums: &'a [i16; 16],
 }
 
-/// Blocks `i..i + 4` of a [`Prepared`] vector, for the one-vector kernels that take four
-/// blocks at a time.
-struct PreparedQuad<'a> {
-    xq8: [&'a [i8; QK_K]; 4],
-    dx: [f32; 4],
-    bsums: [&'a [i16; 16]; 4],
+/// Blocks `i..i + K` of a [`Prepared`] vector, for the one-vector pass's runs of blocks.
+struct PreparedRun<'a, const K: usize> {
+    xq8: &'a [[i8; QK_K]; K],
+    dx: &'a [f32; K],
+    bsums: &'a [[i16; 16]; K],
 }
 
 impl<'a> Prepared<'a> {
-    /// Blocks `i..i + 4` (written out, not `array::from_fn`: a closure is a function of its
-    /// own that LLVM left out of line, once per call of the kernel's loop).
+    /// The first `K` blocks and the rest, `None` where fewer are left.
     #[inline(always)]
-    fn quad(&self, i: usize) -> PreparedQuad<'a> {
-        let (xq8, dx, bsums) = (
-            &self.xq8[i..i + 4],
-            &self.dx[i..i + 4],
-            &self.bsums[i..i + 4],
-        );
-        PreparedQuad {
-            xq8: [&xq8[0], &xq8[1], &xq8[2], &xq8[3]],
-            dx: [dx[0], dx[1], dx[2], dx[3]],
-            bsums: [&bsums[0], &bsums[1], &bsums[2], &bsums[3]],
-        }
+    fn split_run<const K: usize>(&self) -> Option<(PreparedRun<'a, K>, Prepared<'a>)> {
+        let (xq8, xq8_rest) = self.xq8.split_first_chunk()?;
+        let xq16 = self.xq16.get(K..)?;
+        let (dx, dx_rest) = self.dx.split_first_chunk()?;
+        let (bsums, bsums_rest) = self.bsums.split_first_chunk()?;
+        let run = PreparedRun { xq8, dx, bsums };
+        let rest = Prepared {
+            xq8: xq8_rest,
+            xq16,
+            dx: dx_rest,
+            bsums: bsums_rest,
+        };
+        Some((run, rest))
     }
     #[inline(always)]
     fn block(&self, i: usize) -> PreparedBlock<'a> {
@@ -198,6 +199,103 @@ fn add_q6_chunk<V: Vector, B: Q6Block, const N: usize>(
     }
 }
 
+/// A one-vector pass's run of `K` consecutive blocks: their float terms from the backend's
+/// integer sums (`Vector::q6k_int8_sums`, `q4k_int8_sums`).
+trait BlockRun {
+    type Block;
+    /// The terms of blocks `i..i + K` of `row`, `None` where the backend has no run of `K`.
+    fn terms<V: Vector, const K: usize>(
+        v: V,
+        blocks: &[Self::Block; K],
+        x: PreparedRun<K>,
+    ) -> Option<[f32; K]>;
+}
+
+/// [`BlockRun`] of Q6_K blocks in layout `B`.
+struct Q6Run<B>(PhantomData<B>);
+
+impl<B: Q6Block> BlockRun for Q6Run<B> {
+    type Block = B;
+    #[inline(always)]
+    fn terms<V: Vector, const K: usize>(
+        v: V,
+        blocks: &[B; K],
+        x: PreparedRun<K>,
+    ) -> Option<[f32; K]> {
+        let totals = B::int8_sums(blocks, v, x.xq8, x.bsums)?;
+        let mut terms = [0.0f32; K];
+        for ((term, b), (&dx, &total)) in terms.iter_mut().zip(blocks).zip(x.dx.iter().zip(&totals))
+        {
+            *term = q6k_term(v.f16_to_f32(b.d()), dx, total);
+        }
+        Some(terms)
+    }
+}
+
+/// [`BlockRun`] of Q4_K blocks.
+struct Q4Run;
+
+impl BlockRun for Q4Run {
+    type Block = BlockQ4K;
+    #[inline(always)]
+    fn terms<V: Vector, const K: usize>(
+        v: V,
+        blocks: &[BlockQ4K; K],
+        x: PreparedRun<K>,
+    ) -> Option<[f32; K]> {
+        let sums = v.q4k_int8_sums(blocks, x.xq8, x.bsums)?;
+        let mut terms = [0.0f32; K];
+        for ((term, b), (&dx, &sums)) in terms.iter_mut().zip(blocks).zip(x.dx.iter().zip(&sums)) {
+            let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
+            *term = q4k_term(d, dmin, dx, sums);
+        }
+        Some(terms)
+    }
+}
+
+/// The first `K` blocks of a one-vector pass's `row` added to `acc` in block order, and `row`
+/// and `x` moved past them; `false` (nothing changed) where the backend has no run of `K` or
+/// fewer than `K` blocks are left.
+#[inline(always)]
+fn add_run<V: Vector, R: BlockRun, const K: usize>(
+    v: V,
+    row: &mut &[R::Block],
+    x: &mut Prepared,
+    acc: &mut f32,
+) -> bool {
+    // Written without closures: a closure is a function of its own, compiled without the
+    // backend's target features.
+    let (Some((blocks, rest)), Some((run, x_rest))) = (row.split_first_chunk(), x.split_run())
+    else {
+        return false;
+    };
+    let Some(terms) = R::terms::<V, K>(v, blocks, run) else {
+        return false;
+    };
+    // The terms were computed side by side (lane-wise, so LLVM may run them in one vector);
+    // the sum takes them in block order.
+    for term in terms {
+        *acc += term;
+    }
+    (*row, *x) = (rest, x_rest);
+    true
+}
+
+/// A row against one vector from the backend's integer sums, in runs of four blocks, then two,
+/// then one (a row of 14 blocks is 4 + 4 + 4 + 2: a backend's run interleaves its blocks, which
+/// a lone block cannot), the float epilogue in block order: the same bits as the chunk loop.
+/// The row's sum and the blocks done (0 where the backend has no runs).
+#[inline(always)]
+fn one_vector<V: Vector, R: BlockRun>(v: V, row: &[R::Block], x: &Prepared) -> (f32, usize) {
+    let (mut acc, mut rest, mut x) = (0.0f32, row, *x);
+    while !rest.is_empty()
+        && (add_run::<V, R, 4>(v, &mut rest, &mut x, &mut acc)
+            || add_run::<V, R, 2>(v, &mut rest, &mut x, &mut acc)
+            || add_run::<V, R, 1>(v, &mut rest, &mut x, &mut acc))
+    {}
+    (acc, row.len() - rest.len())
+}
+
 /// The Q6_K kernel with 8-bit activations, for blocks in either layout.
 #[derive(Clone, Copy)]
 pub(super) struct Q6KQ8<B>(pub(super) PhantomData<B>);
@@ -217,31 +315,7 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
         let mut acc = [0.0f32; N];
         let mut done = 0;
         if N == 1 {
-            // One vector: the backend's own integer sums, four blocks at a time where it has
-            // them (the same integers, so the same bits), the float epilogue block by block.
-            for (q, quad) in row.as_chunks::<4>().0.iter().enumerate() {
-                let xb = prepared[0].quad(4 * q);
-                let Some(totals) = B::int8_sums4(quad, v, xb.xq8, xb.bsums) else {
-                    break;
-                };
-                // As in the Q4_K kernel: the four terms, then added in block order.
-                let mut terms = [0.0f32; 4];
-                for (k, term) in terms.iter_mut().enumerate() {
-                    *term = q6k_term(v.f16_to_f32(quad[k].d()), xb.dx[k], totals[k]);
-                }
-                for term in terms {
-                    acc[0] += term;
-                }
-                done += 4;
-            }
-            for (i, b) in row.iter().enumerate().skip(done) {
-                let x = prepared[0].block(i);
-                let Some(total) = b.int8_sum(v, x.xq8, x.bsums) else {
-                    break;
-                };
-                acc[0] += q6k_term(v.f16_to_f32(b.d()), x.dx, total);
-                done += 1;
-            }
+            (acc[0], done) = one_vector::<V, Q6Run<B>>(v, row, &prepared[0]);
         }
         for (i, b) in row.iter().enumerate().skip(done) {
             let d = v.f16_to_f32(b.d());
@@ -299,35 +373,7 @@ impl RowKernel for Q4KQ8 {
         let mut acc = [0.0f32; N];
         let mut done = 0;
         if N == 1 {
-            // As in the Q6_K kernel: four blocks' integer sums at a time where the backend has
-            // them, the float epilogue block by block.
-            for (q, quad) in row.as_chunks::<4>().0.iter().enumerate() {
-                let xb = prepared[0].quad(4 * q);
-                let Some(totals) = v.q4k_int8_sums4(quad, xb.xq8, xb.bsums) else {
-                    break;
-                };
-                // Each block's term on its own (lane-wise, so LLVM may run the four in one
-                // vector), then added in block order.
-                let mut terms = [0.0f32; 4];
-                for (k, term) in terms.iter_mut().enumerate() {
-                    let b = &quad[k];
-                    let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
-                    *term = q4k_term(d, dmin, xb.dx[k], totals[k]);
-                }
-                for term in terms {
-                    acc[0] += term;
-                }
-                done += 4;
-            }
-            for (i, b) in row.iter().enumerate().skip(done) {
-                let x = prepared[0].block(i);
-                let Some(sums) = v.q4k_int8_sums(b, x.xq8, x.bsums) else {
-                    break;
-                };
-                let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
-                acc[0] += q4k_term(d, dmin, x.dx, sums);
-                done += 1;
-            }
+            (acc[0], done) = one_vector::<V, Q4Run>(v, row, &prepared[0]);
         }
         for (i, b) in row.iter().enumerate().skip(done) {
             let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));

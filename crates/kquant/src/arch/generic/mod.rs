@@ -294,43 +294,30 @@ pub(crate) trait Vector: Copy {
         let q = self.xor(centered, self.splat_u(0x2020_2020));
         self.dot_scaled(q, xq8, xq16, scales)
     }
-    /// The int8 mode's `S` of one Q6_K block against one prepared vector (its 256 quants and
-    /// 16 group sums), computed the backend's own way (`generic::int8`'s docs: the integer sums
-    /// are exact, so their order is free); `None` where the backend runs the generic chunk loop.
+    /// The int8 mode's `S` of each of `K` consecutive Q6_K blocks of a row against its part of
+    /// one prepared vector (256 quants and 16 group sums per block), computed the backend's own
+    /// way (`generic::int8`'s docs: the integer sums are exact, so their order is free) and
+    /// reduced together; `None` for a `K` the backend does not take (the one-vector pass then
+    /// tries a shorter run, and a backend without any runs the generic chunk loop). The pass
+    /// asks for runs of 4, 2 and 1.
     #[inline(always)]
-    fn q6k_int8_sum(self, _b: &BlockQ6K, _xq8: &[i8; QK_K], _bsums: &[i16; 16]) -> Option<i32> {
+    fn q6k_int8_sums<const K: usize>(
+        self,
+        _b: &[BlockQ6K; K],
+        _xq8: &[[i8; QK_K]; K],
+        _bsums: &[[i16; 16]; K],
+    ) -> Option<[i32; K]> {
         None
     }
-    /// [`Vector::q6k_int8_sum`] of four consecutive blocks of a row, against their four parts
-    /// of the vector (a backend reduces the four sums together).
+    /// The int8 mode's `(S, M)` of each of `K` consecutive Q4_K blocks, as
+    /// [`Vector::q6k_int8_sums`].
     #[inline(always)]
-    fn q6k_int8_sums4(
+    fn q4k_int8_sums<const K: usize>(
         self,
-        _b: &[BlockQ6K; 4],
-        _xq8: [&[i8; QK_K]; 4],
-        _bsums: [&[i16; 16]; 4],
-    ) -> Option<[i32; 4]> {
-        None
-    }
-    /// [`Vector::q4k_int8_sums`] of four consecutive blocks, as [`Vector::q6k_int8_sums4`].
-    #[inline(always)]
-    fn q4k_int8_sums4(
-        self,
-        _b: &[BlockQ4K; 4],
-        _xq8: [&[i8; QK_K]; 4],
-        _bsums: [&[i16; 16]; 4],
-    ) -> Option<[(i32, i32); 4]> {
-        None
-    }
-    /// The int8 mode's `(S, M)` of one Q4_K block against one prepared vector, as
-    /// [`Vector::q6k_int8_sum`].
-    #[inline(always)]
-    fn q4k_int8_sums(
-        self,
-        _b: &BlockQ4K,
-        _xq8: &[i8; QK_K],
-        _bsums: &[i16; 16],
-    ) -> Option<(i32, i32)> {
+        _b: &[BlockQ4K; K],
+        _xq8: &[[i8; QK_K]; K],
+        _bsums: &[[i16; 16]; K],
+    ) -> Option<[(i32, i32); K]> {
         None
     }
     /// Lane-wise i32 addition.
@@ -619,15 +606,13 @@ pub(crate) trait Q6Block: bytemuck::Pod {
     fn int8_chunk<V: Vector>(&self, v: V, s: usize, c: usize) -> V::U;
     /// Weight `k` of each lane of a chunk (weight `4L + k` for lane `L`): the exact f32 `q − 32`.
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F;
-    /// [`Vector::q6k_int8_sum`] for a block of this layout (`None`: the chunk loop).
-    fn int8_sum<V: Vector>(&self, v: V, xq8: &[i8; QK_K], bsums: &[i16; 16]) -> Option<i32>;
-    /// [`Vector::q6k_int8_sums4`] for blocks of this layout (`None`: one block at a time).
-    fn int8_sums4<V: Vector>(
-        blocks: &[Self; 4],
+    /// [`Vector::q6k_int8_sums`] for blocks of this layout (`None`: the chunk loop).
+    fn int8_sums<V: Vector, const K: usize>(
+        blocks: &[Self; K],
         v: V,
-        xq8: [&[i8; QK_K]; 4],
-        bsums: [&[i16; 16]; 4],
-    ) -> Option<[i32; 4]>;
+        xq8: &[[i8; QK_K]; K],
+        bsums: &[[i16; 16]; K],
+    ) -> Option<[i32; K]>;
     /// `acc +` [`Vector::dot_scaled`] of a chunk.
     fn dot_scaled_add<V: Vector>(
         v: V,
@@ -655,17 +640,13 @@ impl Q6Block for BlockQ6K {
         q6k_chunk(v, self, s, c)
     }
     #[inline(always)]
-    fn int8_sum<V: Vector>(&self, v: V, xq8: &[i8; QK_K], bsums: &[i16; 16]) -> Option<i32> {
-        v.q6k_int8_sum(self, xq8, bsums)
-    }
-    #[inline(always)]
-    fn int8_sums4<V: Vector>(
-        blocks: &[Self; 4],
+    fn int8_sums<V: Vector, const K: usize>(
+        blocks: &[Self; K],
         v: V,
-        xq8: [&[i8; QK_K]; 4],
-        bsums: [&[i16; 16]; 4],
-    ) -> Option<[i32; 4]> {
-        v.q6k_int8_sums4(blocks, xq8, bsums)
+        xq8: &[[i8; QK_K]; K],
+        bsums: &[[i16; 16]; K],
+    ) -> Option<[i32; K]> {
+        v.q6k_int8_sums(blocks, xq8, bsums)
     }
     #[inline(always)]
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F {
@@ -704,16 +685,12 @@ impl Q6Block for BlockQ6KPacked {
         v.load_packed6(&bytemuck::bytes_of(self)[3 * V::LANES * j..])
     }
     #[inline(always)]
-    fn int8_sum<V: Vector>(&self, _: V, _: &[i8; QK_K], _: &[i16; 16]) -> Option<i32> {
-        None
-    }
-    #[inline(always)]
-    fn int8_sums4<V: Vector>(
-        _: &[Self; 4],
+    fn int8_sums<V: Vector, const K: usize>(
+        _: &[Self; K],
         _: V,
-        _: [&[i8; QK_K]; 4],
-        _: [&[i16; 16]; 4],
-    ) -> Option<[i32; 4]> {
+        _: &[[i8; QK_K]; K],
+        _: &[[i16; 16]; K],
+    ) -> Option<[i32; K]> {
         None
     }
     #[inline(always)]

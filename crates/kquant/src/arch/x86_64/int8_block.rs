@@ -18,45 +18,39 @@
 //! * Q4_K's mins: `M = Σ_s m_s · (bsum_2s + bsum_2s+1)`, one `hadd` of the group sums into
 //!   sub-block sums and one `madd`, reduced together with `S`.
 //!
-//! Each block ends in one horizontal reduction to an i32 (two for Q4_K, side by side); the
-//! conversion to f32 and the scaling are the generic kernel's.
+//! The one-vector pass asks for runs of four, two and one consecutive blocks: a run's blocks are
+//! interleaved (independent work for the out-of-order core, which a lone block's chain of
+//! `madd`s and its reduction do not give: in rows of 14 blocks, each of the two left after
+//! three runs of four took about 1.6 times as long as a block of a run) and reduced together by
+//! horizontal adds to one i32 per block (two for Q4_K, side by side). The conversion to f32 and the scaling are the
+//! generic kernel's.
 
 use core::arch::x86_64::*;
 
 use crate::{BlockQ4K, BlockQ6K};
 
-/// `S` of a Q6_K block (ggml's layout): `Σ_j sc_j · Σ_{i in j} (q_i − 32) · xq_i`.
+/// `S` of each of `K` consecutive Q6_K blocks (ggml's layout), each against its own part of
+/// the vector: `Σ_j sc_j · Σ_{i in j} (q_i − 32) · xq_i`, reduced together; `None` unless `K`
+/// is 1, 2 or 4.
 ///
 /// # Safety
 ///
 /// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
 #[inline(always)]
-pub(super) unsafe fn q6k_sum(b: &BlockQ6K, xq8: &[i8; 256], bsums: &[i16; 16]) -> i32 {
-    // SAFETY: AVX2 is available (the caller's contract).
-    unsafe { sum_i32(q6k_lanes(b, xq8, bsums)) }
-}
-
-/// [`q6k_sum`] of four blocks, each against its own part of the vector, reduced together.
-///
-/// # Safety
-///
-/// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
-#[inline(always)]
-pub(super) unsafe fn q6k_sums4(
-    b: &[BlockQ6K; 4],
-    xq8: [&[i8; 256]; 4],
-    bsums: [&[i16; 16]; 4],
-) -> [i32; 4] {
+pub(super) unsafe fn q6k_sums<const K: usize>(
+    b: &[BlockQ6K; K],
+    xq8: &[[i8; 256]; K],
+    bsums: &[[i16; 16]; K],
+) -> Option<[i32; K]> {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
-        // Four calls, not `array::from_fn`: a closure is a function of its own, compiled
-        // without the caller's target features, and would not inline the intrinsics.
-        sums4_i32([
-            q6k_lanes(&b[0], xq8[0], bsums[0]),
-            q6k_lanes(&b[1], xq8[1], bsums[1]),
-            q6k_lanes(&b[2], xq8[2], bsums[2]),
-            q6k_lanes(&b[3], xq8[3], bsums[3]),
-        ])
+        // A loop, not `array::from_fn`: a closure is a function of its own, compiled without
+        // the caller's target features, and would not inline the intrinsics.
+        let mut lanes = [_mm256_setzero_si256(); K];
+        for (l, (b, (x, s))) in lanes.iter_mut().zip(b.iter().zip(xq8.iter().zip(bsums))) {
+            *l = q6k_lanes(b, x, s);
+        }
+        lane_sums(&lanes)
     }
 }
 
@@ -117,54 +111,27 @@ unsafe fn q6k_lanes(b: &BlockQ6K, xq8: &[i8; 256], bsums: &[i16; 16]) -> __m256i
     }
 }
 
-/// `(S, M)` of a Q4_K block: `S = Σ_j sc_{j/2} · Σ_{i in j} q_i · xq_i` and
-/// `M = Σ_s m_s · (bsum_2s + bsum_2s+1)`.
+/// `(S, M)` of each of `K` consecutive Q4_K blocks, each against its own part of the vector:
+/// `S = Σ_j sc_{j/2} · Σ_{i in j} q_i · xq_i` and `M = Σ_s m_s · (bsum_2s + bsum_2s+1)`,
+/// reduced together; `None` unless `K` is 1, 2 or 4.
 ///
 /// # Safety
 ///
 /// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
 #[inline(always)]
-pub(super) unsafe fn q4k_sums(b: &BlockQ4K, xq8: &[i8; 256], bsums: &[i16; 16]) -> (i32, i32) {
+pub(super) unsafe fn q4k_sums<const K: usize>(
+    b: &[BlockQ4K; K],
+    xq8: &[[i8; 256]; K],
+    bsums: &[[i16; 16]; K],
+) -> Option<[(i32, i32); K]> {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
-        let (sum, mins) = q4k_lanes(b, xq8, bsums);
-        sums_i32(sum, mins)
-    }
-}
-
-/// [`q4k_sums`] of four blocks, each against its own part of the vector, reduced together.
-///
-/// # Safety
-///
-/// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
-#[inline(always)]
-pub(super) unsafe fn q4k_sums4(
-    b: &[BlockQ4K; 4],
-    xq8: [&[i8; 256]; 4],
-    bsums: [&[i16; 16]; 4],
-) -> [(i32, i32); 4] {
-    // SAFETY: AVX2 is available (the caller's contract).
-    unsafe {
-        // Four calls, not `array::from_fn`: see `q6k_sums4`.
-        let lanes = [
-            q4k_lanes(&b[0], xq8[0], bsums[0]),
-            q4k_lanes(&b[1], xq8[1], bsums[1]),
-            q4k_lanes(&b[2], xq8[2], bsums[2]),
-            q4k_lanes(&b[3], xq8[3], bsums[3]),
-        ];
-        let sums = sums4_i32([lanes[0].0, lanes[1].0, lanes[2].0, lanes[3].0]);
-        // The four blocks' mins: [m0 m1 m2 m3] per block, pairs added twice.
-        let pairs = [
-            _mm_hadd_epi32(lanes[0].1, lanes[1].1),
-            _mm_hadd_epi32(lanes[2].1, lanes[3].1),
-        ];
-        let mins: [i32; 4] = bytemuck::cast(_mm_hadd_epi32(pairs[0], pairs[1]));
-        [
-            (sums[0], mins[0]),
-            (sums[1], mins[1]),
-            (sums[2], mins[2]),
-            (sums[3], mins[3]),
-        ]
+        // A loop, as in `q6k_sums`.
+        let mut lanes = [(_mm256_setzero_si256(), _mm_setzero_si128()); K];
+        for (l, (b, (x, s))) in lanes.iter_mut().zip(b.iter().zip(xq8.iter().zip(bsums))) {
+            *l = q4k_lanes(b, x, s);
+        }
+        lane_sums_and_mins(&lanes)
     }
 }
 
@@ -243,55 +210,90 @@ fn sub_block(s: usize) -> __m256i {
     unsafe { _mm256_set1_epi16(i16::from_le_bytes([2 * s as u8, 2 * s as u8 + 1])) }
 }
 
-/// The sum of the eight i32 lanes (wrapping).
+/// The sums of the eight i32 lanes of each of `K` registers (wrapping), for `K` of 1, 2 or 4:
+/// rounds of horizontal adds within the 128-bit halves (one for a pair, two for four), then the
+/// halves added; a lone register in shuffles.
 ///
 /// # Safety
 ///
 /// AVX2 must be available.
 #[inline(always)]
-unsafe fn sum_i32(v: __m256i) -> i32 {
+unsafe fn lane_sums<const K: usize>(v: &[__m256i; K]) -> Option<[i32; K]> {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
-        let quad = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-        let pair = _mm_add_epi32(quad, _mm_shuffle_epi32::<0b01_00_11_10>(quad));
-        _mm_cvtsi128_si32(_mm_add_epi32(
-            pair,
-            _mm_shuffle_epi32::<0b10_11_00_01>(pair),
-        ))
+        let sums: __m128i = match *v.as_slice() {
+            [a] => {
+                let quad = halves_added(a);
+                let pair = _mm_add_epi32(quad, _mm_shuffle_epi32::<0b01_00_11_10>(quad));
+                _mm_add_epi32(pair, _mm_shuffle_epi32::<0b10_11_00_01>(pair))
+            }
+            [a, b] => {
+                let quad = halves_added(_mm256_hadd_epi32(a, b)); // [a01 a23 b01 b23]
+                _mm_hadd_epi32(quad, quad)
+            }
+            [a, b, c, d] => {
+                let pairs = [_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d)];
+                halves_added(_mm256_hadd_epi32(pairs[0], pairs[1]))
+            }
+            _ => return None,
+        };
+        first_lanes(sums)
     }
 }
 
-/// The sums of the eight i32 lanes of each of four registers (wrapping): two rounds of
-/// horizontal adds within the 128-bit halves, then the halves added.
+/// The sums of the eight i32 lanes of each register `S` and of the four of each `M` (wrapping),
+/// for `K` of 1, 2 or 4 pairs `(S, M)`, reduced side by side.
 ///
 /// # Safety
 ///
 /// AVX2 must be available.
 #[inline(always)]
-unsafe fn sums4_i32(v: [__m256i; 4]) -> [i32; 4] {
+unsafe fn lane_sums_and_mins<const K: usize>(
+    v: &[(__m256i, __m128i); K],
+) -> Option<[(i32, i32); K]> {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
-        let pairs = [_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3])];
-        let quads = _mm256_hadd_epi32(pairs[0], pairs[1]); // per half: [Σ v0, Σ v1, Σ v2, Σ v3]
-        bytemuck::cast(_mm_add_epi32(
-            _mm256_castsi256_si128(quads),
-            _mm256_extracti128_si256::<1>(quads),
-        ))
+        let mut out = [(0, 0); K];
+        match *v.as_slice() {
+            [(s, m)] => {
+                let pairs = _mm_hadd_epi32(halves_added(s), m); // [s01 s23 m01 m23]
+                let both: [i32; 4] = bytemuck::cast(_mm_hadd_epi32(pairs, pairs));
+                out[0] = (both[0], both[1]);
+            }
+            [(s0, m0), (s1, m1)] => {
+                let sums = halves_added(_mm256_hadd_epi32(s0, s1)); // [s0 s0 s1 s1] in parts
+                let all: [i32; 4] = bytemuck::cast(_mm_hadd_epi32(sums, _mm_hadd_epi32(m0, m1)));
+                out[..2].copy_from_slice(&[(all[0], all[2]), (all[1], all[3])]);
+            }
+            [(s0, m0), (s1, m1), (s2, m2), (s3, m3)] => {
+                let sums: [i32; 4] = bytemuck::cast(lane_sums(&[s0, s1, s2, s3])?);
+                // The four blocks' mins: [m0 m1 m2 m3] per block, pairs added twice.
+                let pairs = [_mm_hadd_epi32(m0, m1), _mm_hadd_epi32(m2, m3)];
+                let mins: [i32; 4] = bytemuck::cast(_mm_hadd_epi32(pairs[0], pairs[1]));
+                for (o, (&s, &m)) in out.iter_mut().zip(sums.iter().zip(&mins)) {
+                    *o = (s, m);
+                }
+            }
+            _ => return None,
+        }
+        Some(out)
     }
 }
 
-/// The sums of the eight i32 lanes of `a` and of the four of `b` (wrapping), side by side.
+/// The two 128-bit halves of a register added lane by lane.
 ///
 /// # Safety
 ///
 /// AVX2 must be available.
 #[inline(always)]
-unsafe fn sums_i32(a: __m256i, b: __m128i) -> (i32, i32) {
+unsafe fn halves_added(v: __m256i) -> __m128i {
     // SAFETY: AVX2 is available (the caller's contract).
-    unsafe {
-        let quad = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256::<1>(a));
-        let pairs = _mm_hadd_epi32(quad, b); // [a0+a1, a2+a3, b0+b1, b2+b3]
-        let both = _mm_hadd_epi32(pairs, pairs); // [Σ a, Σ b, Σ a, Σ b]
-        (_mm_cvtsi128_si32(both), _mm_extract_epi32::<1>(both))
-    }
+    unsafe { _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v)) }
+}
+
+/// The first `K` (at most 4) i32 lanes of a register.
+#[inline(always)]
+fn first_lanes<const K: usize>(v: __m128i) -> Option<[i32; K]> {
+    let lanes: [i32; 4] = bytemuck::cast(v);
+    lanes.first_chunk().copied()
 }

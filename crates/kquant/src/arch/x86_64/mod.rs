@@ -6,45 +6,25 @@
 macro_rules! int8_block_sums {
     () => {
         #[inline(always)]
-        fn q6k_int8_sum(
+        fn q6k_int8_sums<const K: usize>(
             self,
-            b: &crate::BlockQ6K,
-            xq8: &[i8; crate::QK_K],
-            bsums: &[i16; 16],
-        ) -> Option<i32> {
+            b: &[crate::BlockQ6K; K],
+            xq8: &[[i8; crate::QK_K]; K],
+            bsums: &[[i16; 16]; K],
+        ) -> Option<[i32; K]> {
             // SAFETY: the impl's backend runs only where AVX2 is available (its token exists
             // only inside its `#[target_feature]` entry point, AVX2 among the features).
-            Some(unsafe { super::int8_block::q6k_sum(b, xq8, bsums) })
+            unsafe { super::int8_block::q6k_sums(b, xq8, bsums) }
         }
         #[inline(always)]
-        fn q6k_int8_sums4(
+        fn q4k_int8_sums<const K: usize>(
             self,
-            b: &[crate::BlockQ6K; 4],
-            xq8: [&[i8; crate::QK_K]; 4],
-            bsums: [&[i16; 16]; 4],
-        ) -> Option<[i32; 4]> {
-            // SAFETY: as in `q6k_int8_sum`.
-            Some(unsafe { super::int8_block::q6k_sums4(b, xq8, bsums) })
-        }
-        #[inline(always)]
-        fn q4k_int8_sums(
-            self,
-            b: &crate::BlockQ4K,
-            xq8: &[i8; crate::QK_K],
-            bsums: &[i16; 16],
-        ) -> Option<(i32, i32)> {
-            // SAFETY: as in `q6k_int8_sum`.
-            Some(unsafe { super::int8_block::q4k_sums(b, xq8, bsums) })
-        }
-        #[inline(always)]
-        fn q4k_int8_sums4(
-            self,
-            b: &[crate::BlockQ4K; 4],
-            xq8: [&[i8; crate::QK_K]; 4],
-            bsums: [&[i16; 16]; 4],
-        ) -> Option<[(i32, i32); 4]> {
-            // SAFETY: as in `q6k_int8_sum`.
-            Some(unsafe { super::int8_block::q4k_sums4(b, xq8, bsums) })
+            b: &[crate::BlockQ4K; K],
+            xq8: &[[i8; crate::QK_K]; K],
+            bsums: &[[i16; 16]; K],
+        ) -> Option<[(i32, i32); K]> {
+            // SAFETY: as in `q6k_int8_sums`.
+            unsafe { super::int8_block::q4k_sums(b, xq8, bsums) }
         }
     };
 }
