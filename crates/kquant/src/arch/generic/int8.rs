@@ -29,7 +29,7 @@
 //!
 //! A one-vector pass (the decode case) takes `S` and `M` from the backend where it has its own
 //! integer code for them (`Vector::q6k_int8_sums`, `q4k_int8_sums`: AVX2 and AVX-512 for runs
-//! of four, two and one blocks, simd128 for one), the longest run first ([`one_vector`]); the
+//! of one to four blocks, simd128 for one), mostly four at a time ([`one_vector`]); the
 //! float epilogue stays here ([`q6k_term`], [`q4k_term`]), in block order, for every backend
 //! and pass.
 
@@ -281,15 +281,17 @@ fn add_run<V: Vector, R: BlockRun, const K: usize>(
     true
 }
 
-/// A row against one vector from the backend's integer sums, in runs of four blocks, then two,
-/// then one (a row of 14 blocks is 4 + 4 + 4 + 2: a backend's run interleaves its blocks, which
-/// a lone block cannot), the float epilogue in block order: the same bits as the chunk loop.
-/// The row's sum and the blocks done (0 where the backend has no runs).
+/// A row against one vector from the backend's integer sums, in runs of four blocks but for
+/// five left, which are three and two (a backend's run interleaves its blocks, which a lone
+/// block cannot: rows of 14 blocks are 4 + 4 + 4 + 2, of 21 4 + 4 + 4 + 4 + 3 + 2), and shorter
+/// runs where the backend has no longer ones; the float epilogue in block order: the same bits
+/// as the chunk loop. The row's sum and the blocks done (0 where the backend has no runs).
 #[inline(always)]
 fn one_vector<V: Vector, R: BlockRun>(v: V, row: &[R::Block], x: &Prepared) -> (f32, usize) {
     let (mut acc, mut rest, mut x) = (0.0f32, row, *x);
     while !rest.is_empty()
-        && (add_run::<V, R, 4>(v, &mut rest, &mut x, &mut acc)
+        && (rest.len() != 5 && add_run::<V, R, 4>(v, &mut rest, &mut x, &mut acc)
+            || add_run::<V, R, 3>(v, &mut rest, &mut x, &mut acc)
             || add_run::<V, R, 2>(v, &mut rest, &mut x, &mut acc)
             || add_run::<V, R, 1>(v, &mut rest, &mut x, &mut acc))
     {}

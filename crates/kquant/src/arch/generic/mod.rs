@@ -299,7 +299,7 @@ pub(crate) trait Vector: Copy {
     /// way (`generic::int8`'s docs: the integer sums are exact, so their order is free) and
     /// reduced together; `None` for a `K` the backend does not take (the one-vector pass then
     /// tries a shorter run, and a backend without any runs the generic chunk loop). The pass
-    /// asks for runs of 4, 2 and 1.
+    /// asks for runs of 1 to 4.
     #[inline(always)]
     fn q6k_int8_sums<const K: usize>(
         self,

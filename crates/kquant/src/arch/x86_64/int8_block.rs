@@ -18,7 +18,7 @@
 //! * Q4_K's mins: `M = Σ_s m_s · (bsum_2s + bsum_2s+1)`, one `hadd` of the group sums into
 //!   sub-block sums and one `madd`, reduced together with `S`.
 //!
-//! The one-vector pass asks for runs of four, two and one consecutive blocks: a run's blocks are
+//! The one-vector pass asks for runs of one to four consecutive blocks: a run's blocks are
 //! interleaved (independent work for the out-of-order core, which a lone block's chain of
 //! `madd`s and its reduction do not give: in rows of 14 blocks, each of the two left after
 //! three runs of four took about 1.6 times as long as a block of a run) and reduced together by
@@ -113,7 +113,7 @@ unsafe fn q6k_lanes(b: &BlockQ6K, xq8: &[i8; 256], bsums: &[i16; 16]) -> __m256i
 
 /// `(S, M)` of each of `K` consecutive Q4_K blocks, each against its own part of the vector:
 /// `S = Σ_j sc_{j/2} · Σ_{i in j} q_i · xq_i` and `M = Σ_s m_s · (bsum_2s + bsum_2s+1)`,
-/// reduced together; `None` unless `K` is 1, 2 or 4.
+/// reduced together; `None` unless `K` is 1 to 4.
 ///
 /// # Safety
 ///
@@ -210,9 +210,9 @@ fn sub_block(s: usize) -> __m256i {
     unsafe { _mm256_set1_epi16(i16::from_le_bytes([2 * s as u8, 2 * s as u8 + 1])) }
 }
 
-/// The sums of the eight i32 lanes of each of `K` registers (wrapping), for `K` of 1, 2 or 4:
-/// rounds of horizontal adds within the 128-bit halves (one for a pair, two for four), then the
-/// halves added; a lone register in shuffles.
+/// The sums of the eight i32 lanes of each of `K` registers (wrapping), for `K` of 1 to 4:
+/// rounds of horizontal adds within the 128-bit halves (one for a pair, two for three or four),
+/// then the halves added; a lone register in shuffles.
 ///
 /// # Safety
 ///
@@ -231,7 +231,9 @@ unsafe fn lane_sums<const K: usize>(v: &[__m256i; K]) -> Option<[i32; K]> {
                 let quad = halves_added(_mm256_hadd_epi32(a, b)); // [a01 a23 b01 b23]
                 _mm_hadd_epi32(quad, quad)
             }
-            [a, b, c, d] => {
+            // Three as four, the third twice.
+            [a, b, c] | [a, b, c, _] => {
+                let d = v.get(3).copied().unwrap_or(c);
                 let pairs = [_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d)];
                 halves_added(_mm256_hadd_epi32(pairs[0], pairs[1]))
             }
@@ -242,7 +244,7 @@ unsafe fn lane_sums<const K: usize>(v: &[__m256i; K]) -> Option<[i32; K]> {
 }
 
 /// The sums of the eight i32 lanes of each register `S` and of the four of each `M` (wrapping),
-/// for `K` of 1, 2 or 4 pairs `(S, M)`, reduced side by side.
+/// for `K` of 1 to 4 pairs `(S, M)`, reduced side by side.
 ///
 /// # Safety
 ///
@@ -265,9 +267,11 @@ unsafe fn lane_sums_and_mins<const K: usize>(
                 let all: [i32; 4] = bytemuck::cast(_mm_hadd_epi32(sums, _mm_hadd_epi32(m0, m1)));
                 out[..2].copy_from_slice(&[(all[0], all[2]), (all[1], all[3])]);
             }
-            [(s0, m0), (s1, m1), (s2, m2), (s3, m3)] => {
-                let sums: [i32; 4] = bytemuck::cast(lane_sums(&[s0, s1, s2, s3])?);
-                // The four blocks' mins: [m0 m1 m2 m3] per block, pairs added twice.
+            // Three as four, the third twice.
+            [(s0, m0), (s1, m1), (s2, m2)] | [(s0, m0), (s1, m1), (s2, m2), _] => {
+                let (s3, m3) = v.get(3).copied().unwrap_or((s2, m2));
+                let sums: [i32; 4] = lane_sums(&[s0, s1, s2, s3])?;
+                // The blocks' mins: [m0 m1 m2 m3] per block, pairs added twice.
                 let pairs = [_mm_hadd_epi32(m0, m1), _mm_hadd_epi32(m2, m3)];
                 let mins: [i32; 4] = bytemuck::cast(_mm_hadd_epi32(pairs[0], pairs[1]));
                 for (o, (&s, &m)) in out.iter_mut().zip(sums.iter().zip(&mins)) {
