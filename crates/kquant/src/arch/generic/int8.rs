@@ -199,16 +199,20 @@ fn add_q6_chunk<V: Vector, B: Q6Block, const N: usize>(
     }
 }
 
-/// A one-vector pass's run of `K` consecutive blocks: their float terms from the backend's
-/// integer sums (`Vector::q6k_int8_sums`, `q4k_int8_sums`).
+/// The blocks of a one-vector pass: their integer sums from the backend, `K` consecutive blocks
+/// at a time (`Vector::q6k_int8_sums`, `q4k_int8_sums`), and each block's float term.
 trait BlockRun {
     type Block;
-    /// The terms of blocks `i..i + K` of `row`, `None` where the backend has no run of `K`.
-    fn terms<V: Vector, const K: usize>(
+    /// A block's integer sums: `S`, or Q4_K's `(S, M)`.
+    type Sums: Copy;
+    /// The sums of `K` consecutive blocks, `None` where the backend has no run of `K`.
+    fn sums<V: Vector, const K: usize>(
         v: V,
         blocks: &[Self::Block; K],
-        x: PreparedRun<K>,
-    ) -> Option<[f32; K]>;
+        x: &PreparedRun<K>,
+    ) -> Option<[Self::Sums; K]>;
+    /// A block's term of the row's sum (the canonical epilogue).
+    fn term<V: Vector>(v: V, block: &Self::Block, dx: f32, sums: Self::Sums) -> f32;
 }
 
 /// [`BlockRun`] of Q6_K blocks in layout `B`.
@@ -216,19 +220,18 @@ struct Q6Run<B>(PhantomData<B>);
 
 impl<B: Q6Block> BlockRun for Q6Run<B> {
     type Block = B;
+    type Sums = i32;
     #[inline(always)]
-    fn terms<V: Vector, const K: usize>(
+    fn sums<V: Vector, const K: usize>(
         v: V,
         blocks: &[B; K],
-        x: PreparedRun<K>,
-    ) -> Option<[f32; K]> {
-        let totals = B::int8_sums(blocks, v, x.xq8, x.bsums)?;
-        let mut terms = [0.0f32; K];
-        for ((term, b), (&dx, &total)) in terms.iter_mut().zip(blocks).zip(x.dx.iter().zip(&totals))
-        {
-            *term = q6k_term(v.f16_to_f32(b.d()), dx, total);
-        }
-        Some(terms)
+        x: &PreparedRun<K>,
+    ) -> Option<[i32; K]> {
+        B::int8_sums(blocks, v, x.xq8, x.bsums)
+    }
+    #[inline(always)]
+    fn term<V: Vector>(v: V, b: &B, dx: f32, total: i32) -> f32 {
+        q6k_term(v.f16_to_f32(b.d()), dx, total)
     }
 }
 
@@ -237,19 +240,18 @@ struct Q4Run;
 
 impl BlockRun for Q4Run {
     type Block = BlockQ4K;
+    type Sums = (i32, i32);
     #[inline(always)]
-    fn terms<V: Vector, const K: usize>(
+    fn sums<V: Vector, const K: usize>(
         v: V,
         blocks: &[BlockQ4K; K],
-        x: PreparedRun<K>,
-    ) -> Option<[f32; K]> {
-        let sums = v.q4k_int8_sums(blocks, x.xq8, x.bsums)?;
-        let mut terms = [0.0f32; K];
-        for ((term, b), (&dx, &sums)) in terms.iter_mut().zip(blocks).zip(x.dx.iter().zip(&sums)) {
-            let (d, dmin) = (v.f16_to_f32(b.d), v.f16_to_f32(b.dmin));
-            *term = q4k_term(d, dmin, dx, sums);
-        }
-        Some(terms)
+        x: &PreparedRun<K>,
+    ) -> Option<[(i32, i32); K]> {
+        v.q4k_int8_sums(blocks, x.xq8, x.bsums)
+    }
+    #[inline(always)]
+    fn term<V: Vector>(v: V, b: &BlockQ4K, dx: f32, sums: (i32, i32)) -> f32 {
+        q4k_term(v.f16_to_f32(b.d), v.f16_to_f32(b.dmin), dx, sums)
     }
 }
 
@@ -269,11 +271,15 @@ fn add_run<V: Vector, R: BlockRun, const K: usize>(
     else {
         return false;
     };
-    let Some(terms) = R::terms::<V, K>(v, blocks, run) else {
+    let Some(sums) = R::sums::<V, K>(v, blocks, &run) else {
         return false;
     };
-    // The terms were computed side by side (lane-wise, so LLVM may run them in one vector);
-    // the sum takes them in block order.
+    // The terms side by side (lane-wise, so LLVM may run them in one vector), then added in
+    // block order.
+    let mut terms = [0.0f32; K];
+    for ((term, b), (&dx, &sums)) in terms.iter_mut().zip(blocks).zip(run.dx.iter().zip(&sums)) {
+        *term = R::term(v, b, dx, sums);
+    }
     for term in terms {
         *acc += term;
     }

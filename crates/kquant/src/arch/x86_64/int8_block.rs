@@ -44,13 +44,34 @@ pub(super) unsafe fn q6k_sums<const K: usize>(
 ) -> Option<[i32; K]> {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
-        // A loop, not `array::from_fn`: a closure is a function of its own, compiled without
-        // the caller's target features, and would not inline the intrinsics.
-        let mut lanes = [_mm256_setzero_si256(); K];
-        for (l, (b, (x, s))) in lanes.iter_mut().zip(b.iter().zip(xq8.iter().zip(bsums))) {
-            *l = q6k_lanes(b, x, s);
-        }
-        lane_sums(&lanes)
+        // The blocks' calls written out by run length, not a loop over an array of registers
+        // (which LLVM kept in memory) nor `array::from_fn` (a closure is a function of its own,
+        // compiled without the caller's target features).
+        let sums = match (b.as_slice(), xq8.as_slice(), bsums.as_slice()) {
+            ([b0], [x0], [s0]) => {
+                let quad = halves_added(q6k_lanes(b0, x0, s0));
+                let pair = _mm_add_epi32(quad, _mm_shuffle_epi32::<0b01_00_11_10>(quad));
+                _mm_add_epi32(pair, _mm_shuffle_epi32::<0b10_11_00_01>(pair))
+            }
+            ([b0, b1], [x0, x1], [s0, s1]) => {
+                let (l0, l1) = (q6k_lanes(b0, x0, s0), q6k_lanes(b1, x1, s1));
+                let quad = halves_added(_mm256_hadd_epi32(l0, l1)); // [l0 l0 l1 l1] in parts
+                _mm_hadd_epi32(quad, quad)
+            }
+            ([b0, b1, b2], [x0, x1, x2], [s0, s1, s2]) => {
+                let l2 = q6k_lanes(b2, x2, s2);
+                four_lane_sums([q6k_lanes(b0, x0, s0), q6k_lanes(b1, x1, s1), l2, l2])
+            }
+            ([b0, b1, b2, b3], [x0, x1, x2, x3], [s0, s1, s2, s3]) => four_lane_sums([
+                q6k_lanes(b0, x0, s0),
+                q6k_lanes(b1, x1, s1),
+                q6k_lanes(b2, x2, s2),
+                q6k_lanes(b3, x3, s3),
+            ]),
+            _ => return None,
+        };
+        let sums: [i32; 4] = bytemuck::cast(sums);
+        sums.first_chunk().copied()
     }
 }
 
@@ -126,12 +147,40 @@ pub(super) unsafe fn q4k_sums<const K: usize>(
 ) -> Option<[(i32, i32); K]> {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
-        // A loop, as in `q6k_sums`.
-        let mut lanes = [(_mm256_setzero_si256(), _mm_setzero_si128()); K];
-        for (l, (b, (x, s))) in lanes.iter_mut().zip(b.iter().zip(xq8.iter().zip(bsums))) {
-            *l = q4k_lanes(b, x, s);
-        }
-        lane_sums_and_mins(&lanes)
+        // Written out by run length, as in `q6k_sums`; `[S…, M…]` of up to four blocks.
+        let (sums, mins) = match (b.as_slice(), xq8.as_slice(), bsums.as_slice()) {
+            ([b0], [x0], [s0]) => {
+                let (s, m) = q4k_lanes(b0, x0, s0);
+                let pairs = _mm_hadd_epi32(halves_added(s), m); // [s01 s23 m01 m23]
+                let both = _mm_hadd_epi32(pairs, pairs); // [S M S M]
+                (both, _mm_shuffle_epi32::<0b01_01_01_01>(both))
+            }
+            ([b0, b1], [x0, x1], [s0, s1]) => {
+                let ((l0, m0), (l1, m1)) = (q4k_lanes(b0, x0, s0), q4k_lanes(b1, x1, s1));
+                let sums = halves_added(_mm256_hadd_epi32(l0, l1)); // [l0 l0 l1 l1] in parts
+                let all = _mm_hadd_epi32(sums, _mm_hadd_epi32(m0, m1)); // [S0 S1 M0 M1]
+                (all, _mm_shuffle_epi32::<0b11_10_11_10>(all))
+            }
+            ([b0, b1, b2], [x0, x1, x2], [s0, s1, s2]) => {
+                let l2 = q4k_lanes(b2, x2, s2);
+                four_sums_and_mins([q4k_lanes(b0, x0, s0), q4k_lanes(b1, x1, s1), l2, l2])
+            }
+            ([b0, b1, b2, b3], [x0, x1, x2, x3], [s0, s1, s2, s3]) => four_sums_and_mins([
+                q4k_lanes(b0, x0, s0),
+                q4k_lanes(b1, x1, s1),
+                q4k_lanes(b2, x2, s2),
+                q4k_lanes(b3, x3, s3),
+            ]),
+            _ => return None,
+        };
+        let (sums, mins): ([i32; 4], [i32; 4]) = (bytemuck::cast(sums), bytemuck::cast(mins));
+        let pairs = [
+            (sums[0], mins[0]),
+            (sums[1], mins[1]),
+            (sums[2], mins[2]),
+            (sums[3], mins[3]),
+        ];
+        pairs.first_chunk().copied()
     }
 }
 
@@ -210,77 +259,37 @@ fn sub_block(s: usize) -> __m256i {
     unsafe { _mm256_set1_epi16(i16::from_le_bytes([2 * s as u8, 2 * s as u8 + 1])) }
 }
 
-/// The sums of the eight i32 lanes of each of `K` registers (wrapping), for `K` of 1 to 4:
-/// rounds of horizontal adds within the 128-bit halves (one for a pair, two for three or four),
-/// then the halves added; a lone register in shuffles.
+/// The sums of the eight i32 lanes of each of four registers (wrapping): two rounds of
+/// horizontal adds within the 128-bit halves, then the halves added.
 ///
 /// # Safety
 ///
 /// AVX2 must be available.
 #[inline(always)]
-unsafe fn lane_sums<const K: usize>(v: &[__m256i; K]) -> Option<[i32; K]> {
+unsafe fn four_lane_sums(v: [__m256i; 4]) -> __m128i {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
-        let sums: __m128i = match *v.as_slice() {
-            [a] => {
-                let quad = halves_added(a);
-                let pair = _mm_add_epi32(quad, _mm_shuffle_epi32::<0b01_00_11_10>(quad));
-                _mm_add_epi32(pair, _mm_shuffle_epi32::<0b10_11_00_01>(pair))
-            }
-            [a, b] => {
-                let quad = halves_added(_mm256_hadd_epi32(a, b)); // [a01 a23 b01 b23]
-                _mm_hadd_epi32(quad, quad)
-            }
-            // Three as four, the third twice.
-            [a, b, c] | [a, b, c, _] => {
-                let d = v.get(3).copied().unwrap_or(c);
-                let pairs = [_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d)];
-                halves_added(_mm256_hadd_epi32(pairs[0], pairs[1]))
-            }
-            _ => return None,
-        };
-        first_lanes(sums)
+        let pairs = [_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3])];
+        halves_added(_mm256_hadd_epi32(pairs[0], pairs[1]))
     }
 }
 
-/// The sums of the eight i32 lanes of each register `S` and of the four of each `M` (wrapping),
-/// for `K` of 1 to 4 pairs `(S, M)`, reduced side by side.
+/// [`four_lane_sums`] of the four blocks' `S` lanes, and their `M` (four lanes each) reduced
+/// the same way: the four blocks' `S` and `M` in lane order.
 ///
 /// # Safety
 ///
 /// AVX2 must be available.
 #[inline(always)]
-unsafe fn lane_sums_and_mins<const K: usize>(
-    v: &[(__m256i, __m128i); K],
-) -> Option<[(i32, i32); K]> {
+unsafe fn four_sums_and_mins(v: [(__m256i, __m128i); 4]) -> (__m128i, __m128i) {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
-        let mut out = [(0, 0); K];
-        match *v.as_slice() {
-            [(s, m)] => {
-                let pairs = _mm_hadd_epi32(halves_added(s), m); // [s01 s23 m01 m23]
-                let both: [i32; 4] = bytemuck::cast(_mm_hadd_epi32(pairs, pairs));
-                out[0] = (both[0], both[1]);
-            }
-            [(s0, m0), (s1, m1)] => {
-                let sums = halves_added(_mm256_hadd_epi32(s0, s1)); // [s0 s0 s1 s1] in parts
-                let all: [i32; 4] = bytemuck::cast(_mm_hadd_epi32(sums, _mm_hadd_epi32(m0, m1)));
-                out[..2].copy_from_slice(&[(all[0], all[2]), (all[1], all[3])]);
-            }
-            // Three as four, the third twice.
-            [(s0, m0), (s1, m1), (s2, m2)] | [(s0, m0), (s1, m1), (s2, m2), _] => {
-                let (s3, m3) = v.get(3).copied().unwrap_or((s2, m2));
-                let sums: [i32; 4] = lane_sums(&[s0, s1, s2, s3])?;
-                // The blocks' mins: [m0 m1 m2 m3] per block, pairs added twice.
-                let pairs = [_mm_hadd_epi32(m0, m1), _mm_hadd_epi32(m2, m3)];
-                let mins: [i32; 4] = bytemuck::cast(_mm_hadd_epi32(pairs[0], pairs[1]));
-                for (o, (&s, &m)) in out.iter_mut().zip(sums.iter().zip(&mins)) {
-                    *o = (s, m);
-                }
-            }
-            _ => return None,
-        }
-        Some(out)
+        let sums = four_lane_sums([v[0].0, v[1].0, v[2].0, v[3].0]);
+        let pairs = [
+            _mm_hadd_epi32(v[0].1, v[1].1),
+            _mm_hadd_epi32(v[2].1, v[3].1),
+        ];
+        (sums, _mm_hadd_epi32(pairs[0], pairs[1]))
     }
 }
 
@@ -293,11 +302,4 @@ unsafe fn lane_sums_and_mins<const K: usize>(
 unsafe fn halves_added(v: __m256i) -> __m128i {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe { _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v)) }
-}
-
-/// The first `K` (at most 4) i32 lanes of a register.
-#[inline(always)]
-fn first_lanes<const K: usize>(v: __m128i) -> Option<[i32; K]> {
-    let lanes: [i32; 4] = bytemuck::cast(v);
-    lanes.first_chunk().copied()
 }
