@@ -22,8 +22,8 @@
 //! interleaved (independent work for the out-of-order core, which a lone block's chain of
 //! `madd`s and its reduction do not give: in rows of 14 blocks, each of the two left after
 //! three runs of four took about 1.6 times as long as a block of a run) and reduced together by
-//! horizontal adds to one i32 per block (two for Q4_K, side by side). The conversion to f32 and the scaling are the
-//! generic kernel's.
+//! horizontal adds to one i32 per block (two for Q4_K, side by side). The conversion to f32 and
+//! the scaling are the generic kernel's.
 
 use core::arch::x86_64::*;
 
