@@ -77,7 +77,7 @@ struct PreparedBlock<'a> {
     bsums: &'a [i16; 16],
 }
 
-/// Blocks `i..i + K` of a [`Prepared`] vector, for the one-vector pass's runs of blocks.
+/// `K` consecutive blocks of a [`Prepared`] vector, for the one-vector pass's runs of blocks.
 struct PreparedRun<'a, const K: usize> {
     xq8: &'a [[i8; QK_K]; K],
     dx: &'a [f32; K],

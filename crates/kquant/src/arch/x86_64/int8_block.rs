@@ -31,7 +31,7 @@ use crate::{BlockQ4K, BlockQ6K};
 
 /// `S` of each of `K` consecutive Q6_K blocks (ggml's layout), each against its own part of
 /// the vector: `Σ_j sc_j · Σ_{i in j} (q_i − 32) · xq_i`, reduced together; `None` unless `K`
-/// is 1, 2 or 4.
+/// is 1 to 4.
 ///
 /// # Safety
 ///
@@ -147,7 +147,8 @@ pub(super) unsafe fn q4k_sums<const K: usize>(
 ) -> Option<[(i32, i32); K]> {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
-        // Written out by run length, as in `q6k_sums`; `[S…, M…]` of up to four blocks.
+        // Written out by run length, as in `q6k_sums`: the blocks' `S` in the lanes of `sums`,
+        // their `M` in those of `mins`.
         let (sums, mins) = match (b.as_slice(), xq8.as_slice(), bsums.as_slice()) {
             ([b0], [x0], [s0]) => {
                 let (s, m) = q4k_lanes(b0, x0, s0);
