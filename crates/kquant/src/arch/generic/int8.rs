@@ -77,6 +77,15 @@ struct PreparedBlock<'a> {
     bsums: &'a [i16; 16],
 }
 
+/// The parts of a [`Prepared`] vector that a one-vector pass reads (it has no use for the i16
+/// quants), from its next block on.
+#[derive(Clone, Copy)]
+struct RunParts<'a> {
+    xq8: &'a [[i8; QK_K]],
+    dx: &'a [f32],
+    bsums: &'a [[i16; 16]],
+}
+
 /// `K` consecutive blocks of a [`Prepared`] vector, for the one-vector pass's runs of blocks.
 struct PreparedRun<'a, const K: usize> {
     xq8: &'a [[i8; QK_K]; K],
@@ -84,22 +93,31 @@ struct PreparedRun<'a, const K: usize> {
     bsums: &'a [[i16; 16]; K],
 }
 
-impl<'a> Prepared<'a> {
+impl<'a> RunParts<'a> {
     /// The first `K` blocks and the rest, `None` where fewer are left.
     #[inline(always)]
-    fn split_run<const K: usize>(&self) -> Option<(PreparedRun<'a, K>, Prepared<'a>)> {
+    fn split_run<const K: usize>(&self) -> Option<(PreparedRun<'a, K>, RunParts<'a>)> {
         let (xq8, xq8_rest) = self.xq8.split_first_chunk()?;
-        let xq16 = self.xq16.get(K..)?;
         let (dx, dx_rest) = self.dx.split_first_chunk()?;
         let (bsums, bsums_rest) = self.bsums.split_first_chunk()?;
-        let run = PreparedRun { xq8, dx, bsums };
-        let rest = Prepared {
+        let rest = RunParts {
             xq8: xq8_rest,
-            xq16,
             dx: dx_rest,
             bsums: bsums_rest,
         };
-        Some((run, rest))
+        Some((PreparedRun { xq8, dx, bsums }, rest))
+    }
+}
+
+impl<'a> Prepared<'a> {
+    /// What a one-vector pass reads.
+    #[inline(always)]
+    fn run_parts(&self) -> RunParts<'a> {
+        RunParts {
+            xq8: self.xq8,
+            dx: self.dx,
+            bsums: self.bsums,
+        }
     }
     #[inline(always)]
     fn block(&self, i: usize) -> PreparedBlock<'a> {
@@ -262,7 +280,7 @@ impl BlockRun for Q4Run {
 fn add_run<V: Vector, R: BlockRun, const K: usize>(
     v: V,
     row: &mut &[R::Block],
-    x: &mut Prepared,
+    x: &mut RunParts,
     acc: &mut f32,
 ) -> bool {
     // Written without closures: a closure is a function of its own, compiled without the
@@ -294,7 +312,7 @@ fn add_run<V: Vector, R: BlockRun, const K: usize>(
 /// as the chunk loop. The row's sum and the blocks done (0 where the backend has no runs).
 #[inline(always)]
 fn one_vector<V: Vector, R: BlockRun>(v: V, row: &[R::Block], x: &Prepared) -> (f32, usize) {
-    let (mut acc, mut rest, mut x) = (0.0f32, row, *x);
+    let (mut acc, mut rest, mut x) = (0.0f32, row, x.run_parts());
     while !rest.is_empty()
         && (rest.len() != 5 && add_run::<V, R, 4>(v, &mut rest, &mut x, &mut acc)
             || add_run::<V, R, 3>(v, &mut rest, &mut x, &mut acc)
