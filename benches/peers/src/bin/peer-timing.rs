@@ -31,17 +31,19 @@ fn max_rel_err(a: &[f32], b: &[f32]) -> f32 {
 type Kernel<'a> = (&'a String, Box<dyn FnMut() + 'a>);
 
 /// The medians of `kernels`, each called `runs` times after one warm-up, alternated call by call
-/// (so that the machine's drift falls on all of them alike).
+/// (so that the machine's drift falls on all of them alike), each round starting one kernel
+/// later than the last (so that no kernel always runs right after the same one).
 fn alternated_medians(runs: usize, kernels: &mut [&mut dyn FnMut()]) -> Vec<f64> {
     for k in kernels.iter_mut() {
         k();
     }
-    let mut times = vec![Vec::with_capacity(runs); kernels.len()];
-    for _ in 0..runs {
-        for (k, t) in kernels.iter_mut().zip(&mut times) {
+    let n = kernels.len();
+    let mut times = vec![Vec::with_capacity(runs); n];
+    for round in 0..runs {
+        for i in (0..n).map(|k| (round + k) % n) {
             let start = std::time::Instant::now();
-            k();
-            t.push(start.elapsed().as_secs_f64() * 1e3);
+            kernels[i]();
+            times[i].push(start.elapsed().as_secs_f64() * 1e3);
         }
     }
     times

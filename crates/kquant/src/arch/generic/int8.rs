@@ -145,6 +145,15 @@ fn parts(prepared: &[f32]) -> Prepared<'_> {
     }
 }
 
+/// The largest `|x|`'s bits: for finite floats the order of their bit patterns with the sign
+/// cleared is theirs, and ±inf and NaN lie above every finite one. An integer maximum, which
+/// LLVM vectorizes (`all(is_finite)` and a float compare and select stay one lane at a time,
+/// and a float `max` becomes `f32x4.relaxed_max` in a relaxed-SIMD module, whose NaN and ±0
+/// results the engine picks): a third of `prepare`'s instructions fewer.
+fn abs_bits_max(xs: &[f32]) -> u32 {
+    xs.iter().fold(0, |m, v| m.max(v.to_bits() & !(1 << 31)))
+}
+
 /// Quantizes `x` (whole blocks of 256) into `prepared` (see the module docs).
 pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
     let cols = x.len();
@@ -154,15 +163,9 @@ pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
     let xq8: &mut [i8] = bytemuck::cast_slice_mut(xq8);
     let xq: &mut [i16] = bytemuck::cast_slice_mut(xq);
     let bsums: &mut [i16] = bytemuck::cast_slice_mut(bsums);
-    let finite = x.iter().all(|v| v.is_finite());
+    let finite = abs_bits_max(x) < f32::INFINITY.to_bits();
     for (b, block) in x.chunks_exact(QK_K).enumerate() {
-        // A compare and select, not `f32::max`: in a module with relaxed SIMD, LLVM lowers a
-        // vectorized `max` to `f32x4.relaxed_max` (whose NaN and ±0 results the engine picks),
-        // which `wasm-check --relaxed` refuses outside the int8 dot products. The values
-        // are the same: NaN is handled by `finite`, and every |x| is at least +0.
-        let amax = block
-            .iter()
-            .fold(0.0f32, |m, v| if v.abs() > m { v.abs() } else { m });
+        let amax = f32::from_bits(abs_bits_max(block));
         let q = &mut xq[QK_K * b..QK_K * (b + 1)];
         if !finite || amax == 0.0 {
             q.fill(0);
