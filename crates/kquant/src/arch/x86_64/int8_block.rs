@@ -24,6 +24,12 @@
 //! three runs of four took about 1.6 times as long as a block of a run) and reduced together by
 //! horizontal adds to one i32 per block (two for Q4_K, side by side). The conversion to f32 and
 //! the scaling are the generic kernel's.
+//!
+//! Each run first asks for the bytes of the next run to be brought into L1 (`prefetch_after`:
+//! one `prefetcht0` per 64 bytes). The hardware prefetcher follows the stream, but not closely
+//! enough: one vector against 32768 × 5376 Q6_K went from 0.83–0.98 of ggml's speed to
+//! 0.95–1.07 (`peer-timing`, Zen 4); hints two runs, 2 KiB or 4 KiB ahead gained less or
+//! nothing.
 
 use core::arch::x86_64::*;
 
@@ -44,6 +50,7 @@ pub(super) unsafe fn q6k_sums<const K: usize>(
 ) -> Option<[i32; K]> {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
+        prefetch_after(b);
         // The blocks' calls written out by run length, not a loop over an array of registers
         // (which LLVM kept in memory) nor `array::from_fn` (a closure is a function of its own,
         // compiled without the caller's target features).
@@ -72,6 +79,17 @@ pub(super) unsafe fn q6k_sums<const K: usize>(
         };
         let sums: [i32; 4] = bytemuck::cast(sums);
         sums.first_chunk().copied()
+    }
+}
+
+/// Asks for the bytes of the `K` blocks after `run` to be brought into the L1 cache.
+#[inline(always)]
+fn prefetch_after<T, const K: usize>(run: &[T; K]) {
+    let next = run.as_ptr_range().end.cast::<i8>();
+    for line in (0..core::mem::size_of_val(run)).step_by(64) {
+        // SAFETY: a prefetch only hints; it reads nothing and never faults, whatever the
+        // address (here past the end of `run`, maybe past the end of the matrix).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line)) };
     }
 }
 
@@ -147,6 +165,7 @@ pub(super) unsafe fn q4k_sums<const K: usize>(
 ) -> Option<[(i32, i32); K]> {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
+        prefetch_after(b);
         // Written out by run length, as in `q6k_sums`: the blocks' `S` in the lanes of `sums`,
         // their `M` in those of `mins`.
         let (sums, mins) = match (b.as_slice(), xq8.as_slice(), bsums.as_slice()) {
