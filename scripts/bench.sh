@@ -147,9 +147,10 @@ with the host's C compiler at \`-O3 -march=native\` and run as its matmul runs o
 one thread: x quantized to Q8_K once, then one \`vec_dot\` per weight row. Native here; its wasm
 simd128 kernels are in the first section's table (in workerd and Node), not in the WASI run.
 Every kernel of a case, and a sequential read of its bytes (the memory floor), runs alternated
-call by call on the same bytes; kquant's int8 mode on each of its vector backends (a one-vector
-pass takes the backend's own integer sums of four blocks at a time, then the canonical float
-epilogue block by block), its exact mode on the fastest. "Speed vs ggml" is ggml's time over
+call by call on the same bytes (each round starting one kernel later); kquant's int8 mode on
+each of its vector backends (a one-vector pass takes the backend's own integer sums of up to four
+blocks at a time, on x86 asking for the next run's bytes to be prefetched, then the canonical
+float epilogue block by block), its exact mode on the fastest. "Speed vs ggml" is ggml's time over
 the row's (above 1: faster than ggml).
 
 Native:
