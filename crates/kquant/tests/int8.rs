@@ -14,7 +14,7 @@ fn non_finite_x_gives_nan() {
     for ty in QuantType::ALL {
         let w = random_blocks(&mut rng, ty, 2 * 2);
         let m = QMatrix::new(ty, &w, 2, 512).unwrap();
-        for bad in [f32::NAN, f32::INFINITY] {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -f32::NAN] {
             let mut x = random_x(&mut rng, 512);
             x[400] = bad;
             let mut out = [0.0; 2];
