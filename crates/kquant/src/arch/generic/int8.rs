@@ -221,7 +221,8 @@ fn add_q6_chunk<V: Vector, B: Q6Block, const N: usize>(
 }
 
 /// The blocks of a one-vector pass: their integer sums from the backend, `K` consecutive blocks
-/// at a time (`Vector::q6k_int8_sums`, `q4k_int8_sums`), and each block's float term.
+/// at a time (`Vector::q6k_int8_sums`, `q4k_int8_sums`), and their float terms (Q4_K's from
+/// the backend where it has a faster exact way: `Vector::q4k_int8_terms`).
 trait BlockRun {
     type Block;
     /// A block's integer sums: `S`, or Q4_K's `(S, M)`.
@@ -232,8 +233,13 @@ trait BlockRun {
         blocks: &[Self::Block; K],
         x: &PreparedRun<K>,
     ) -> Option<[Self::Sums; K]>;
-    /// A block's term of the row's sum (the canonical epilogue).
-    fn term<V: Vector>(v: V, block: &Self::Block, dx: f32, sums: Self::Sums) -> f32;
+    /// The blocks' terms of the row's sum (the canonical epilogue), each block's its own.
+    fn terms<V: Vector, const K: usize>(
+        v: V,
+        blocks: &[Self::Block; K],
+        dx: &[f32; K],
+        sums: &[Self::Sums; K],
+    ) -> [f32; K];
 }
 
 /// [`BlockRun`] of Q6_K blocks in layout `B`.
@@ -251,8 +257,17 @@ impl<B: Q6Block> BlockRun for Q6Run<B> {
         B::int8_sums(blocks, v, x.xq8, x.bsums)
     }
     #[inline(always)]
-    fn term<V: Vector>(v: V, b: &B, dx: f32, total: i32) -> f32 {
-        q6k_term(v.f16_to_f32(b.d()), dx, total)
+    fn terms<V: Vector, const K: usize>(
+        v: V,
+        blocks: &[B; K],
+        dx: &[f32; K],
+        sums: &[i32; K],
+    ) -> [f32; K] {
+        let mut terms = [0.0f32; K];
+        for ((term, b), (&dx, &total)) in terms.iter_mut().zip(blocks).zip(dx.iter().zip(sums)) {
+            *term = q6k_term(v.f16_to_f32(b.d()), dx, total);
+        }
+        terms
     }
 }
 
@@ -271,8 +286,20 @@ impl BlockRun for Q4Run {
         v.q4k_int8_sums(blocks, x.xq8, x.bsums)
     }
     #[inline(always)]
-    fn term<V: Vector>(v: V, b: &BlockQ4K, dx: f32, sums: (i32, i32)) -> f32 {
-        q4k_term(v.f16_to_f32(b.d), v.f16_to_f32(b.dmin), dx, sums)
+    fn terms<V: Vector, const K: usize>(
+        v: V,
+        blocks: &[BlockQ4K; K],
+        dx: &[f32; K],
+        sums: &[(i32, i32); K],
+    ) -> [f32; K] {
+        if let Some(terms) = v.q4k_int8_terms(blocks, dx, sums) {
+            return terms;
+        }
+        let mut terms = [0.0f32; K];
+        for ((term, b), (&dx, &sums)) in terms.iter_mut().zip(blocks).zip(dx.iter().zip(sums)) {
+            *term = q4k_term(v.f16_to_f32(b.d), v.f16_to_f32(b.dmin), dx, sums);
+        }
+        terms
     }
 }
 
@@ -295,13 +322,8 @@ fn add_run<V: Vector, R: BlockRun, const K: usize>(
     let Some(sums) = R::sums::<V, K>(v, blocks, &run) else {
         return false;
     };
-    // The terms side by side (lane-wise, so LLVM may run them in one vector), then added in
-    // block order.
-    let mut terms = [0.0f32; K];
-    for ((term, b), (&dx, &sums)) in terms.iter_mut().zip(blocks).zip(run.dx.iter().zip(&sums)) {
-        *term = R::term(v, b, dx, sums);
-    }
-    for term in terms {
+    // The terms side by side, then added in block order.
+    for term in R::terms(v, blocks, run.dx, &sums) {
         *acc += term;
     }
     (*row, *x) = (rest, x_rest);

@@ -320,6 +320,19 @@ pub(crate) trait Vector: Copy {
     ) -> Option<[(i32, i32); K]> {
         None
     }
+    /// The int8 mode's float terms of a run of `K` Q4_K blocks against one vector,
+    /// `(d·dx)·f32(S) − (dmin·dx)·f32(M)` block by block (`generic::int8`'s epilogue: the same
+    /// operations, so the same bits), from the vector's block scales `dx` and the blocks'
+    /// `(S, M)`; `None` where the backend leaves them to the generic code, one block at a time.
+    #[inline(always)]
+    fn q4k_int8_terms<const K: usize>(
+        self,
+        _b: &[BlockQ4K; K],
+        _dx: &[f32; K],
+        _sums: &[(i32, i32); K],
+    ) -> Option<[f32; K]> {
+        None
+    }
     /// Lane-wise i32 addition.
     fn add_i32(self, a: Self::U, b: Self::U) -> Self::U;
     /// The sum of the i32 lanes of `sum` (wrapping), and `Σ a_i·b_i` over 16 i16 pairs whose

@@ -1,6 +1,6 @@
-//! The int8 mode's integer sums of one block against one vector in simd128: what a one-vector
-//! pass (the decode case) runs in place of the generic chunk loop, in the plain and the relaxed
-//! backend alike.
+//! The int8 mode's integer sums of one block against one vector in simd128 (and Q4_K's float
+//! terms of four): what a one-vector pass (the decode case) runs in place of the generic chunk
+//! loop, in the plain and the relaxed backend alike.
 //!
 //! The integer sums of int8's canonical order (`generic::int8`) are exact, so their order is
 //! free. The generic loop unpacks a 16-weight chunk for every four lanes and reads its scale
@@ -17,6 +17,12 @@
 //!
 //! Q6_K's `−32` and Q4_K's mins come from the group sums of the activations, as on x86
 //! (`x86_64::int8_block`), and each block ends in one reduction of its i32 lanes.
+//!
+//! Q4_K blocks also come four in a row, one after the other, so that their float terms
+//! (`generic::int8`'s epilogue, `(d·dx)·f32(S) − (dmin·dx)·f32(M)`) are computed side by side in
+//! `f32x4` lanes ([`q4k_terms`]), with `d` and `dmin` converted from f16 four at a time by the
+//! generic conversion's own steps ([`f16x4_to_f32`]): the same operations on each lane, so the
+//! same bits.
 
 use core::arch::wasm32::*;
 
@@ -175,4 +181,93 @@ pub(super) fn q4k_sums<const R: bool>(
     );
     let both = i32x4_add(pairs, i32x4_shuffle::<1, 0, 3, 2>(pairs, pairs));
     (i32x4_extract_lane::<0>(both), i32x4_extract_lane::<2>(both))
+}
+
+/// Four f16 values (the low 16 bits of each i32 lane of `h`, the rest zero) as f32 lanes:
+/// `generic::f16_to_f32` lane by lane (the same operations, so the same bits: normal values
+/// rebiased by integer operations, subnormal ones converted from their mantissa and scaled by
+/// 2⁻²⁴, infinities and NaNs rebuilt, the sign put back), branch-free.
+#[inline(always)]
+fn f16x4_to_f32(h: v128) -> v128 {
+    let magnitude = i32x4_shl(v128_and(h, i32x4_splat(0x7FFF)), 13);
+    let nan = i32x4_gt(magnitude, i32x4_splat(0x7C00 << 13));
+    let infinite = i32x4_eq(magnitude, i32x4_splat(0x7C00 << 13));
+    let mantissa = f32x4_convert_i32x4(v128_and(h, i32x4_splat(0x3FF)));
+    let subnormal = f32x4_mul(mantissa, f32x4_splat(f32::from_bits(0x3380_0000))); // · 2⁻²⁴
+    let is_subnormal = i32x4_eq(v128_and(h, i32x4_splat(0x7C00)), i32x4_splat(0));
+    let normal = i32x4_add(magnitude, i32x4_splat(112 << 23));
+    let mut finite = v128_bitselect(subnormal, normal, is_subnormal);
+    if cfg!(kquant_perturb = "f16") {
+        // The generic conversion's must-fail bug: nonzero finite values one ulp off.
+        finite = i32x4_sub(finite, v128_not(i32x4_eq(magnitude, i32x4_splat(0))));
+    }
+    let special = v128_bitselect(i32x4_splat(0x7F80_0000), finite, infinite);
+    let value = v128_bitselect(v128_or(magnitude, i32x4_splat(0x7FC0_0000)), special, nan);
+    v128_or(value, i32x4_shl(v128_and(h, i32x4_splat(0x8000)), 16))
+}
+
+/// Four f16 (little-endian bytes) in the i32 lanes of a `v128`.
+#[inline(always)]
+fn halves4([a, b, c, d]: [[u8; 2]; 4]) -> v128 {
+    let lane = |h| i32::from(u16::from_le_bytes(h));
+    i32x4(lane(a), lane(b), lane(c), lane(d))
+}
+
+/// The lanes of an f32x4.
+#[inline(always)]
+fn lanes(v: v128) -> [f32; 4] {
+    [
+        f32x4_extract_lane::<0>(v),
+        f32x4_extract_lane::<1>(v),
+        f32x4_extract_lane::<2>(v),
+        f32x4_extract_lane::<3>(v),
+    ]
+}
+
+/// The float terms of four Q4_K blocks, `(d·dx)·f32(S) − (dmin·dx)·f32(M)`, one block per lane.
+#[inline(always)]
+pub(super) fn q4k_terms(
+    [b0, b1, b2, b3]: &[BlockQ4K; 4],
+    dx: &[f32; 4],
+    sums: &[(i32, i32); 4],
+) -> [f32; 4] {
+    let (d, dmin) = (
+        [b0.d, b1.d, b2.d, b3.d],
+        [b0.dmin, b1.dmin, b2.dmin, b3.dmin],
+    );
+    let dx = load16(dx);
+    let [(s0, m0), (s1, m1), (s2, m2), (s3, m3)] = *sums;
+    let (s, m) = (i32x4(s0, s1, s2, s3), i32x4(m0, m1, m2, m3));
+    let scaled = f32x4_mul(
+        f32x4_mul(f16x4_to_f32(halves4(d)), dx),
+        f32x4_convert_i32x4(s),
+    );
+    let mins = f32x4_mul(
+        f32x4_mul(f16x4_to_f32(halves4(dmin)), dx),
+        f32x4_convert_i32x4(m),
+    );
+    let [t0, t1, t2, t3] = lanes(f32x4_sub(scaled, mins));
+    if cfg!(kquant_perturb = "int8_terms") {
+        [t1, t0, t2, t3] // A must-fail build's bug: the first two blocks' terms swapped.
+    } else {
+        [t0, t1, t2, t3]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::arch::wasm32::*;
+
+    #[test]
+    fn f16x4_conversion_matches_the_generic_one_for_every_value() {
+        for first in (0..=u16::MAX).step_by(4) {
+            let h: [u16; 4] = core::array::from_fn(|k| first + k as u16);
+            let v = i32x4(h[0].into(), h[1].into(), h[2].into(), h[3].into());
+            let got = super::lanes(super::f16x4_to_f32(v));
+            for (&h, got) in h.iter().zip(got) {
+                let want = crate::arch::generic::f16_to_f32(h.to_le_bytes());
+                assert_eq!(got.to_bits(), want.to_bits(), "f16 bits {h:#06x}");
+            }
+        }
+    }
 }
