@@ -29,9 +29,11 @@
 //!
 //! A one-vector pass (the decode case) takes `S` and `M` from the backend where it has its own
 //! integer code for them (`Vector::q6k_int8_sums`, `q4k_int8_sums`: AVX2 and AVX-512 for runs
-//! of one to four blocks, simd128 for one), mostly four at a time ([`one_vector`]); the
-//! float epilogue stays here ([`q6k_term`], [`q4k_term`]), in block order, for every backend
-//! and pass.
+//! of one to four blocks, simd128 for one, and for Q4_K four), mostly four at a time
+//! ([`one_vector`]); the float epilogue is here ([`q6k_term`], [`q4k_term`]), but for Q4_K
+//! runs of a backend that computes their terms lane by lane with the same operations
+//! (`Vector::q4k_int8_terms`: simd128), and the terms are added in block order, for every
+//! backend and pass.
 
 use core::marker::PhantomData;
 
