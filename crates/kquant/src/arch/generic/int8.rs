@@ -151,7 +151,7 @@ fn parts(prepared: &[f32]) -> Prepared<'_> {
 /// cleared is theirs, and ±inf and NaN lie above every finite one. An integer maximum, which
 /// LLVM vectorizes (`all(is_finite)` and a float compare and select stay one lane at a time,
 /// and a float `max` becomes `f32x4.relaxed_max` in a relaxed-SIMD module, whose NaN and ±0
-/// results the engine picks): a third of `prepare`'s instructions fewer.
+/// results the engine picks).
 fn abs_bits_max(xs: &[f32]) -> u32 {
     xs.iter().fold(0, |m, v| m.max(v.to_bits() & !(1 << 31)))
 }
@@ -165,9 +165,16 @@ pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
     let xq8: &mut [i8] = bytemuck::cast_slice_mut(xq8);
     let xq: &mut [i16] = bytemuck::cast_slice_mut(xq);
     let bsums: &mut [i16] = bytemuck::cast_slice_mut(bsums);
-    let finite = abs_bits_max(x) < f32::INFINITY.to_bits();
+    // Each block's largest |x| first (kept in `dx` until the block's scale replaces it): all
+    // finite, or the whole result is NaN.
+    for (amax, block) in dx.iter_mut().zip(x.chunks_exact(QK_K)) {
+        *amax = f32::from_bits(abs_bits_max(block));
+    }
+    let finite = dx
+        .iter()
+        .all(|amax| amax.to_bits() < f32::INFINITY.to_bits());
     for (b, block) in x.chunks_exact(QK_K).enumerate() {
-        let amax = f32::from_bits(abs_bits_max(block));
+        let amax = dx[b];
         let q = &mut xq[QK_K * b..QK_K * (b + 1)];
         if !finite || amax == 0.0 {
             q.fill(0);
