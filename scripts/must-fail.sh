@@ -70,12 +70,12 @@ every_line kquant KQUANT_PERTURB
 # chose on its own): the engine module's int8 check must find other bits in workerd. Built in a
 # target directory of its own, so that target/engine-relaxed keeps the correct module.
 log=$out/relaxed.log
+module=target/must-fail-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm
 export KQUANT_PERTURB=signed_i7
 cargo build -q -p cobordism-engine-bench --release --target wasm32-unknown-unknown --features relaxed-simd \
   --target-dir target/must-fail-relaxed >"$log" 2>&1 ||
   { cat "$log"; echo "must-fail signed_i7: the relaxed engine module did not build" >&2; exit 1; }
-if node benches/engine/run.mjs --jobs check \
-  --wasm target/must-fail-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm >"$log" 2>&1; then
+if node benches/engine/run.mjs --jobs check --wasm "$module" >"$log" 2>&1; then
   cat "$log"; echo "must-fail signed_i7 in workerd: the int8 check PASSED" >&2; exit 1
 fi
 grep -q "results differ from the scalar backend's" "$log" ||
