@@ -2,6 +2,9 @@
 // same calls on the same wasm module (src/lib.rs), timed with the clock each runtime offers.
 // workerd's clock has millisecond steps, so every timed run lasts at least `minMs`.
 
+/// Indices of kquant's own layouts in `Layout::ALL` (the engine module's `layout_setup`).
+const [PACKED6, INTERLEAVED] = [1, 2];
+
 /// Imports for the module: none for the kquant build; the build with candle (feature `candle`)
 /// keeps a few of wasm-bindgen's, which nothing calls in a benchmark: each throws if it is.
 export function imports(module) {
@@ -77,12 +80,12 @@ export function kernel(ex, now, { kase, batch = 1, int8 = false, runs = 5, minMs
 /// layouts give the same bits on every row.
 export function layout(ex, now, { runs = 5, minMs = 40, batch = 1 }) {
   if (ex.kernel_setup(0, batch) === 0) throw new Error("no benchmark case 0");
-  if (ex.layout_setup() !== 1) throw new Error("the packed6 layout gives other bits than ggml's");
+  if (ex.layout_setup(PACKED6) !== 1) throw new Error("the packed6 layout gives other bits than ggml's");
   const kernels = {
     ggml: () => ex.kernel_run(0),
-    packed: () => ex.layout_run(0),
+    packed: () => ex.layout_run(PACKED6, 0),
     ggmlInt8: () => ex.kernel_run(1),
-    packedInt8: () => ex.layout_run(1),
+    packedInt8: () => ex.layout_run(PACKED6, 1),
   };
   const times = Object.fromEntries(Object.keys(kernels).map((k) => [k, []]));
   for (const f of Object.values(kernels)) f(); // each past its first (baseline-compiled) call
@@ -168,9 +171,9 @@ export function int8Check(ex, _now, { first = 0, count = 300 }) {
 
 /// One case's int8 product on the plain module `ex` and on the relaxed build `rx` (and the
 /// exact product on `ex`), alternated call by call in one process with the two read floors
-/// (`floor`: each 64-byte line touched; `floorSimd`: every byte loaded into a v128); for Q6_K
-/// (case 0) also with the blocks in the packed6 layout (after each module checked both layouts'
-/// bits on every row). ms per call, medians.
+/// (`floor`: each 64-byte line touched; `floorSimd`: every byte loaded into a v128); also with
+/// the blocks in the interleaved layout and, for Q6_K (case 0), in the packed6 layout (after
+/// each module checked every layout's bits against ggml's on every row). ms per call, medians.
 export function relaxed(ex, rx, now, { kase, batch = 1, runs = 5, minMs = 40 }) {
   for (const m of [ex, rx]) if (m.kernel_setup(kase, batch) === 0) throw new Error(`no benchmark case ${kase}`);
   const kernels = {
@@ -181,9 +184,14 @@ export function relaxed(ex, rx, now, { kase, batch = 1, runs = 5, minMs = 40 }) 
     floorSimd: () => ex.floor_simd_run(),
   };
   if (kase === 0) {
-    for (const m of [ex, rx]) if (m.layout_setup() !== 1) throw new Error("the packed6 layout gives other bits than ggml's");
-    Object.assign(kernels, { plainPacked6: () => ex.layout_run(1), relaxedPacked6: () => rx.layout_run(1) });
+    for (const m of [ex, rx]) if (m.layout_setup(PACKED6) !== 1) throw new Error("the packed6 layout gives other bits than ggml's");
+    Object.assign(kernels, { plainPacked6: () => ex.layout_run(PACKED6, 1), relaxedPacked6: () => rx.layout_run(PACKED6, 1) });
   }
+  for (const m of [ex, rx]) if (m.layout_setup(INTERLEAVED) !== 1) throw new Error("the interleaved layout gives other bits than ggml's");
+  Object.assign(kernels, {
+    plainInterleaved: () => ex.layout_run(INTERLEAVED, 1),
+    relaxedInterleaved: () => rx.layout_run(INTERLEAVED, 1),
+  });
   const times = Object.fromEntries(Object.keys(kernels).map((k) => [k, []]));
   for (const f of Object.values(kernels)) f();
   for (let r = 0; r < runs; r++) {

@@ -239,7 +239,7 @@ if (wanted.includes("relaxed")) {
   console.log("| case | vectors | plain int8 workerd ms per vector | relaxed int8 workerd ms per vector | relaxed / plain | relaxed, per vector vs one vector | exact workerd ms | relaxed int8 / exact | read floor ms (lines / v128 loads) | plain int8 / floor | relaxed int8 / floor |");
   console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const c of CASES) {
-    let single, singlePacked;
+    let single, singlePacked, singleInterleaved;
     for (const batch of [1, 8]) {
       const extra = { "relaxed.wasm": values["relaxed-wasm"] };
       const w = await inWorkerd({ what: "relaxed", kase: c.kase, batch, runs }, values.wasm, extra);
@@ -253,6 +253,9 @@ if (wanted.includes("relaxed")) {
         singlePacked ??= xp;
         console.log(`| ${c.label}, packed6 | ${batch} | ${fmt(pp, 2)} | ${fmt(xp, 2)} | ${fmt(xp / pp, 2)} | ${fmt(xp / singlePacked, 2)} | | | ${floors} | ${fmt(pp / floor, 2)} | ${fmt(xp / floor, 2)} |`);
       }
+      const [pi, xi] = [w.plainInterleaved / batch, w.relaxedInterleaved / batch];
+      singleInterleaved ??= xi;
+      console.log(`| ${c.label}, interleaved | ${batch} | ${fmt(pi, 2)} | ${fmt(xi, 2)} | ${fmt(xi / pi, 2)} | ${fmt(xi / singleInterleaved, 2)} | | | ${floors} | ${fmt(pi / floor, 2)} | ${fmt(xi / floor, 2)} |`);
       json.push({ job: "relaxed", case: c.label, batch, workerd: w });
     }
   }

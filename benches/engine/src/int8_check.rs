@@ -61,12 +61,8 @@ fn case(seed: u64) -> Option<u32> {
         })
         .collect();
 
-    let layouts: &[Layout] = match ty {
-        QuantType::Q6K => &[Layout::Ggml, Layout::Packed6],
-        QuantType::Q4K => &[Layout::Ggml],
-    };
     let mut differing = 0;
-    for &layout in layouts {
+    for layout in Layout::ALL.into_iter().filter(|l| l.supports(ty)) {
         let mut bytes = weights.clone();
         repack(ty, Layout::Ggml, layout, &mut bytes).ok()?;
         let m = QMatrix::with_layout(ty, layout, &bytes, rows, cols).ok()?;

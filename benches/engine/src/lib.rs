@@ -16,8 +16,9 @@
 //! * `weights_ptr()`, `xs_ptr()`, `out_ptr()`, `kernel_rows()`, `kernel_cols()`: where the case's
 //!   weights, vectors and last results live in linear memory, and its shape (for a peer module
 //!   that reads the same bytes, and checks its results against these).
-//! * `layout_setup()`, `layout_run(int8)`: the Q6_K case (and its batch) repacked into kquant's
-//!   packed6 layout, checked against ggml's layout on every row.
+//! * `layout_setup(layout)`, `layout_run(layout, int8)`: the case set up last (and its batch)
+//!   repacked into one of kquant's own layouts (`layout` indexes [`Layout::ALL`]: 1 packed6, 2
+//!   interleaved), checked against ggml's layout on every row.
 //! * `candle_setup()`, `candle_run()`: candle-core's mat-vec on the case (feature `candle`).
 //! * `int8_check(first, count)`: the best backend's int8 products against the scalar backend's
 //!   on seeded random and adversarial cases ([`int8_check`]); the number of differing results.
@@ -32,7 +33,7 @@ use core::arch::wasm32::v128;
 use std::cell::RefCell;
 
 use cobordism_benches::{sequential_read, CASES};
-use kquant::{repack, Backend, Layout, QMatrix, QuantType};
+use kquant::{repack, Backend, Layout, QMatrix};
 
 #[cfg(feature = "candle")]
 mod candle_peer;
@@ -51,8 +52,9 @@ struct Kernel {
     scratch: Vec<f32>,
 }
 
-/// The Q6_K case's weights repacked into kquant's packed6 layout, and their buffers.
-struct Packed {
+/// The case's weights repacked into another layout, and their buffers.
+struct Repacked {
+    case: usize,
     weights: Vec<u8>,
     x: Vec<f32>,
     out: Vec<f32>,
@@ -61,7 +63,8 @@ struct Packed {
 
 thread_local! {
     static TEXT: RefCell<String> = const { RefCell::new(String::new()) };
-    static PACKED: RefCell<Option<Packed>> = const { RefCell::new(None) };
+    static REPACKED: RefCell<[Option<Repacked>; Layout::ALL.len()]> =
+        const { RefCell::new([const { None }; Layout::ALL.len()]) };
     static KERNEL: RefCell<Option<Kernel>> = const { RefCell::new(None) };
     static BUFFER: (Vec<v128>, Vec<u8>) = {
         let bytes: Vec<u8> = (0..16 * idioms::VECTORS + 64).map(|i| (i * 151 + 7) as u8).collect();
@@ -243,58 +246,63 @@ pub extern "C" fn kernel_cols() -> u32 {
     KERNEL.with(|k| k.borrow().as_ref().map_or(0, |k| CASES[k.case].cols as u32))
 }
 
-/// Repacks the Q6_K case set up last (with its batch of vectors) into the packed6 layout
-/// ([`kquant::Layout::Packed6`]) and checks that both modes give the ggml layout's bits on every
-/// row of every vector: 1 if so, 0 otherwise (or when the case is not Q6_K).
+/// Repacks the case set up last (with its batch of vectors) into layout `Layout::ALL[layout]`
+/// and checks that both modes give the ggml layout's bits on every row of every vector: 1 if
+/// so, 0 otherwise (or when the layout does not take the case's type).
 #[no_mangle]
-pub extern "C" fn layout_setup() -> u32 {
+pub extern "C" fn layout_setup(layout: u32) -> u32 {
+    let Some(&to) = Layout::ALL.get(layout as usize) else {
+        return 0;
+    };
     KERNEL.with(|k| {
         let k = k.borrow();
         let Some(k) = k.as_ref() else { return 0 };
         let c = CASES[k.case];
-        if c.ty != QuantType::Q6K {
-            return 0;
-        }
         let mut weights = k.weights.clone();
-        if repack(c.ty, Layout::Ggml, Layout::Packed6, &mut weights).is_err() {
+        if repack(c.ty, Layout::Ggml, to, &mut weights).is_err() {
             return 0;
         }
-        let mut p = Packed {
+        let n = k.xs.len() / c.cols;
+        let mut r = Repacked {
+            case: k.case,
             weights,
             x: k.xs.clone(),
             out: vec![0.0; k.out.len()],
-            scratch: k.scratch.clone(),
+            scratch: vec![0.0; n * c.ty.largest_scratch_len(c.cols)],
         };
         let mut same = true;
         for int8 in [false, true] {
-            let buffers = (&mut p.out[..], &mut p.scratch[..]);
-            let ggml = mat_mat(k.case, Layout::Ggml, &k.weights, &p.x, buffers, int8);
-            let ggml = ggml.map(|()| p.out.clone());
-            let buffers = (&mut p.out[..], &mut p.scratch[..]);
-            let packed = mat_mat(k.case, Layout::Packed6, &p.weights, &p.x, buffers, int8);
-            same &= match (ggml, packed) {
+            let buffers = (&mut r.out[..], &mut r.scratch[..]);
+            let ggml = mat_mat(k.case, Layout::Ggml, &k.weights, &r.x, buffers, int8);
+            let ggml = ggml.map(|()| r.out.clone());
+            let buffers = (&mut r.out[..], &mut r.scratch[..]);
+            let repacked = mat_mat(k.case, to, &r.weights, &r.x, buffers, int8);
+            same &= match (ggml, repacked) {
                 (Ok(a), Ok(())) => a
                     .iter()
-                    .zip(&p.out)
+                    .zip(&r.out)
                     .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())),
                 _ => false,
             };
         }
-        PACKED.with(|q| *q.borrow_mut() = Some(p));
+        REPACKED.with(|q| q.borrow_mut()[layout as usize] = Some(r));
         u32::from(same)
     })
 }
 
-/// One product (exact, or int8 when `int8` is nonzero) of the batch on the packed6 copy; its
-/// first result (NaN before [`layout_setup`]).
+/// One product (exact, or int8 when `int8` is nonzero) of the batch on the copy in layout
+/// `Layout::ALL[layout]`; its first result (NaN before [`layout_setup`] of that layout).
 #[no_mangle]
-pub extern "C" fn layout_run(int8: u32) -> f32 {
-    PACKED.with(|q| {
+pub extern "C" fn layout_run(layout: u32, int8: u32) -> f32 {
+    REPACKED.with(|q| {
         let mut q = q.borrow_mut();
-        let Some(p) = q.as_mut() else { return f32::NAN };
-        let buffers = (&mut p.out[..], &mut p.scratch[..]);
-        let done = mat_mat(0, Layout::Packed6, &p.weights, &p.x, buffers, int8 != 0);
-        done.map_or(f32::NAN, |()| p.out[0])
+        let Some(Some(r)) = q.get_mut(layout as usize) else {
+            return f32::NAN;
+        };
+        let to = Layout::ALL[layout as usize];
+        let buffers = (&mut r.out[..], &mut r.scratch[..]);
+        let done = mat_mat(r.case, to, &r.weights, &r.x, buffers, int8 != 0);
+        done.map_or(f32::NAN, |()| r.out[0])
     })
 }
 

@@ -71,13 +71,14 @@ pub struct Args {
 }
 
 fn parse_layout(name: &str) -> Result<Layout, String> {
-    Layout::from_name(name).ok_or_else(|| format!("{name:?} is not a layout (ggml, packed6)"))
+    Layout::from_name(name).ok_or_else(|| format!("{name:?} is not a layout ({})", Layout::NAMES))
 }
 
 /// Runs `cobordism slice`.
 pub fn run(args: &Args) -> Result<()> {
     let (plan, gguf) = plan::load(&args.gguf, args.shards, args.budget, args.requantize)?;
     args.layout.check(plan.head.ty)?;
+    args.layout.check_cols(plan.head.hidden)?;
     plan.check_fits()?;
     let out = Output::prepare(&args.out, args.force)?;
     let result = write_slices(args, &plan, &gguf, &out);

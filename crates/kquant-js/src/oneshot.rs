@@ -84,7 +84,7 @@ fn mat_vec(
     shape.check_mat_vec(call, weights.elements(), x.elements(), out.elements())?;
     let x = copy_in(call, "x", x)?;
     let mut y = zeroed(call, "out", shape.rows)?;
-    let mut scratch = zeroed(call, "scratch", ty.scratch_len(shape.cols))?;
+    let mut scratch = zeroed(call, "scratch", ty.largest_scratch_len(shape.cols))?;
     let window_rows = (WINDOW_BYTES / shape.row_bytes).clamp(1, shape.rows);
     let mut window = zeroed(call, "weights", window_rows * shape.row_bytes)?;
     for (i, y) in y.chunks_mut(window_rows).enumerate() {

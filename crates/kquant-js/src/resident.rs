@@ -94,7 +94,11 @@ impl ResidentSlice {
         Ok(ResidentSlice {
             shape,
             bytes,
-            scratch: zeroed(CALL, "the scratch", shape.ty.scratch_len(shape.cols))?,
+            scratch: zeroed(
+                CALL,
+                "the scratch",
+                shape.ty.largest_scratch_len(shape.cols),
+            )?,
             x: zeroed(CALL, "x", shape.cols)?,
             out: zeroed(CALL, "the outputs", shape.rows)?,
         })

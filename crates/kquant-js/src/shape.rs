@@ -58,7 +58,7 @@ impl Shape {
 
     /// `out = W·x` on the best backend, for the `out.len()` rows whose blocks are `weights`
     /// (all rows, or a window of them: every row is computed on its own); with `int8`, in
-    /// kquant's fast mode. `scratch` holds the exact mode's scratch, which is the larger.
+    /// kquant's fast mode. `scratch` holds [`kquant::QuantType::largest_scratch_len`] floats.
     pub fn mat_vec(
         &self,
         call: &'static str,
@@ -74,6 +74,7 @@ impl Shape {
                     let scratch = &mut scratch[..m.int8_scratch_len()];
                     m.mat_mat_int8_with(Backend::best(), x, out, scratch)
                 } else {
+                    let scratch = &mut scratch[..m.scratch_len()];
                     m.mat_vec_with(Backend::best(), x, out, scratch)
                 }
             })

@@ -136,6 +136,31 @@ impl BlockQ4K {
         }
         q
     }
+
+    /// The 256 quants `q` (0..16) in weight order, read from `qs` as the table in the module
+    /// docs says.
+    pub fn quants(&self) -> [u8; QK_K] {
+        core::array::from_fn(|w| {
+            let byte = self.qs[32 * (w / 64) + w % 32];
+            if w % 64 < 32 {
+                byte & 15
+            } else {
+                byte >> 4
+            }
+        })
+    }
+
+    /// Stores 256 quants (their low 4 bits) into `qs`: the inverse of [`Self::quants`].
+    pub fn set_quants(&mut self, q: &[u8; QK_K]) {
+        for (w, &value) in q.iter().enumerate() {
+            let byte = &mut self.qs[32 * (w / 64) + w % 32];
+            *byte = if w % 64 < 32 {
+                (*byte & 0xF0) | (value & 15)
+            } else {
+                (*byte & 0x0F) | (value & 15) << 4
+            };
+        }
+    }
 }
 
 impl BlockQ6K {
@@ -290,6 +315,8 @@ pub trait Block: Pod {
 impl Block for BlockQ4K {}
 impl Block for BlockQ6K {}
 impl Block for BlockQ6KPacked {}
+impl Block for crate::BlockQ4KInterleaved {}
+impl Block for crate::BlockQ6KInterleaved {}
 
 #[cfg(test)]
 mod tests {

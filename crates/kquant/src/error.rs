@@ -39,6 +39,15 @@ pub enum Error {
         /// The layout's name.
         layout: &'static str,
     },
+    /// The layout takes rows of at most `max` columns (see `crate::Layout::Interleaved`).
+    RowTooLong {
+        /// The layout's name.
+        layout: &'static str,
+        /// The `cols` given.
+        cols: usize,
+        /// The most it takes.
+        max: usize,
+    },
     /// This thread flushes subnormals to zero (x86 MXCSR FTZ/DAZ, aarch64 FPCR.FZ), which the
     /// canonical order does not allow: results would differ from every other machine's.
     SubnormalsFlushed,
@@ -67,6 +76,10 @@ impl fmt::Display for Error {
             Error::UnsupportedLayout { ty, layout } => {
                 write!(f, "{ty} blocks cannot be stored in the {layout} layout")
             }
+            Error::RowTooLong { layout, cols, max } => write!(
+                f,
+                "rows of {cols} columns are too long for the {layout} layout (at most {max})"
+            ),
             Error::SubnormalsFlushed => write!(
                 f,
                 "this thread flushes subnormals to zero (FTZ/DAZ); the canonical order keeps them"

@@ -6,7 +6,10 @@
 //! bits (the `arch::generic` module docs). GGUF files and ggml's dequantization read
 //! [`Layout::Ggml`]; convert back before handing blocks to them.
 
-use crate::{Block, BlockQ6K, BlockQ6KPacked, Error, QuantType};
+use crate::{
+    Block, BlockQ4K, BlockQ4KInterleaved, BlockQ6K, BlockQ6KInterleaved, BlockQ6KPacked, Error,
+    QuantType,
+};
 
 /// The byte layout of a matrix's blocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -19,19 +22,33 @@ pub enum Layout {
     /// Q6_K mat-vec takes ~0.75 of the time exact and ~0.95 in the int8 mode;
     /// docs/BENCHMARKS.md).
     Packed6,
+    /// Q4_K and Q6_K: [`BlockQ4KInterleaved`], [`BlockQ6KInterleaved`], the quants of eight
+    /// scale groups side by side in every 16 bytes, which the wasm int8 kernel on relaxed SIMD
+    /// multiplies by one register of scales instead of a splat per group. Other kernels convert
+    /// each row back to ggml's layout first (slower: docs/BENCHMARKS.md), so rows are limited to
+    /// [`Layout::INTERLEAVED_MAX_COLS`] columns.
+    Interleaved,
 }
 
 impl Layout {
     /// Every layout.
-    pub const ALL: [Layout; 2] = [Layout::Ggml, Layout::Packed6];
+    pub const ALL: [Layout; 3] = [Layout::Ggml, Layout::Packed6, Layout::Interleaved];
 
-    /// Its name (`"ggml"`, `"packed6"`), as manifests and the CLI spell it.
+    /// The longest row the interleaved layout takes: the kernels that read ggml's layout get
+    /// each row converted into a buffer of this many columns on the stack.
+    pub const INTERLEAVED_MAX_COLS: usize = 64 * crate::QK_K;
+
+    /// Its name (`"ggml"`, `"packed6"`, `"interleaved"`), as manifests and the CLI spell it.
     pub const fn name(self) -> &'static str {
         match self {
             Layout::Ggml => "ggml",
             Layout::Packed6 => "packed6",
+            Layout::Interleaved => "interleaved",
         }
     }
+
+    /// Every layout's name, comma-separated, for messages that list them.
+    pub const NAMES: &'static str = "ggml, packed6, interleaved";
 
     /// Looks a layout up by [`Layout::name`].
     pub fn from_name(name: &str) -> Option<Layout> {
@@ -41,9 +58,22 @@ impl Layout {
     /// Whether blocks of `ty` can be stored in this layout.
     pub const fn supports(self, ty: QuantType) -> bool {
         match self {
-            Layout::Ggml => true,
+            Layout::Ggml | Layout::Interleaved => true,
             Layout::Packed6 => matches!(ty, QuantType::Q6K),
         }
+    }
+
+    /// Whether rows of `cols` columns can be stored in this layout: any length but in
+    /// [`Layout::Interleaved`], at most [`Layout::INTERLEAVED_MAX_COLS`].
+    pub fn check_cols(self, cols: usize) -> Result<(), Error> {
+        if self == Layout::Interleaved && cols > Layout::INTERLEAVED_MAX_COLS {
+            return Err(Error::RowTooLong {
+                layout: self.name(),
+                cols,
+                max: Layout::INTERLEAVED_MAX_COLS,
+            });
+        }
+        Ok(())
     }
 
     /// [`Layout::supports`] as a result.
@@ -65,30 +95,53 @@ impl Layout {
 pub fn repack(ty: QuantType, from: Layout, to: Layout, bytes: &mut [u8]) -> Result<(), Error> {
     from.check(ty)?;
     to.check(ty)?;
-    match (from, to) {
-        (Layout::Ggml, Layout::Packed6) => {
+    match ty {
+        QuantType::Q6K => {
             for b in BlockQ6K::slice_from_bytes_mut(bytes)? {
-                let packed = BlockQ6KPacked::from(&*b);
-                *b = bytemuck::cast(packed);
+                *b = q6k_from_ggml(to, &q6k_to_ggml(from, b));
             }
         }
-        (Layout::Packed6, Layout::Ggml) => {
-            for b in BlockQ6KPacked::slice_from_bytes_mut(bytes)? {
-                let ggml = BlockQ6K::from(&*b);
-                *b = bytemuck::cast(ggml);
-            }
-        }
-        _ => {
-            let block_bytes = ty.block_bytes();
-            if !bytes.len().is_multiple_of(block_bytes) {
-                return Err(Error::NotWholeBlocks {
-                    len: bytes.len(),
-                    block_bytes,
-                });
+        QuantType::Q4K => {
+            for b in BlockQ4K::slice_from_bytes_mut(bytes)? {
+                *b = q4k_from_ggml(to, &q4k_to_ggml(from, b));
             }
         }
     }
     Ok(())
+}
+
+/// A Q6_K block's bytes, stored in `layout`, as ggml's block.
+fn q6k_to_ggml(layout: Layout, b: &BlockQ6K) -> BlockQ6K {
+    match layout {
+        Layout::Ggml => *b,
+        Layout::Packed6 => BlockQ6K::from(bytemuck::cast_ref::<_, BlockQ6KPacked>(b)),
+        Layout::Interleaved => BlockQ6K::from(bytemuck::cast_ref::<_, BlockQ6KInterleaved>(b)),
+    }
+}
+
+/// ggml's Q6_K block as the bytes of `layout` (viewed as a [`BlockQ6K`]).
+fn q6k_from_ggml(layout: Layout, b: &BlockQ6K) -> BlockQ6K {
+    match layout {
+        Layout::Ggml => *b,
+        Layout::Packed6 => bytemuck::cast(BlockQ6KPacked::from(b)),
+        Layout::Interleaved => bytemuck::cast(BlockQ6KInterleaved::from(b)),
+    }
+}
+
+/// A Q4_K block's bytes, stored in `layout` (one that supports Q4_K), as ggml's block.
+fn q4k_to_ggml(layout: Layout, b: &BlockQ4K) -> BlockQ4K {
+    match layout {
+        Layout::Interleaved => BlockQ4K::from(bytemuck::cast_ref::<_, BlockQ4KInterleaved>(b)),
+        Layout::Ggml | Layout::Packed6 => *b,
+    }
+}
+
+/// ggml's Q4_K block as the bytes of `layout` (one that supports Q4_K).
+fn q4k_from_ggml(layout: Layout, b: &BlockQ4K) -> BlockQ4K {
+    match layout {
+        Layout::Interleaved => bytemuck::cast(BlockQ4KInterleaved::from(b)),
+        Layout::Ggml | Layout::Packed6 => *b,
+    }
 }
 
 #[cfg(test)]
@@ -167,5 +220,41 @@ mod tests {
         assert_eq!(bytes, before);
         assert_eq!(Layout::from_name("packed6"), Some(Layout::Packed6));
         assert_eq!(Layout::from_name("Packed6"), None);
+    }
+
+    #[test]
+    fn names_lists_every_layout_in_order() {
+        let mut listed = Layout::NAMES.split(", ");
+        for layout in Layout::ALL {
+            assert_eq!(listed.next(), Some(layout.name()));
+            assert_eq!(Layout::from_name(layout.name()), Some(layout));
+        }
+        assert_eq!(listed.next(), None);
+    }
+
+    #[test]
+    fn every_pair_of_layouts_round_trips_through_each_other() {
+        for ty in [QuantType::Q4K, QuantType::Q6K] {
+            let mut rng = SplitMix64::new(9);
+            let n = 3 * ty.block_bytes();
+            let mut original = [0u8; 3 * 210];
+            random_blocks(&mut rng, ty, &mut original[..n]).unwrap();
+            let original = &original[..n];
+            let supported = Layout::ALL.into_iter().filter(|l| l.supports(ty));
+            for from in supported.clone() {
+                for to in supported.clone() {
+                    let mut buffer = [0u8; 3 * 210];
+                    let bytes = &mut buffer[..n];
+                    bytes.copy_from_slice(original);
+                    repack(ty, Layout::Ggml, from, bytes).unwrap();
+                    repack(ty, from, to, bytes).unwrap();
+                    if to != Layout::Ggml {
+                        assert_ne!(&*bytes, original, "{ty:?} {from:?} → {to:?}");
+                    }
+                    repack(ty, to, Layout::Ggml, bytes).unwrap();
+                    assert_eq!(&*bytes, original, "{ty:?} {from:?} → {to:?}");
+                }
+            }
+        }
     }
 }

@@ -7,9 +7,11 @@
 //!   bit (scalar, SSE2, AVX2, AVX-512 with or without VNNI, NEON with or without the dot
 //!   product, wasm simd128 with or without relaxed SIMD's dot product). The order is written out
 //!   in the docs of the `arch::generic` module (`src/arch/generic/mod.rs`).
-//! * [`Layout`] / [`repack`]: Q6_K blocks may also be stored in kquant's "packed6" layout
-//!   ([`BlockQ6KPacked`], same bytes per block), which the wasm kernels read faster, with the
-//!   same results bit for bit; [`QMatrix::with_layout`] takes either.
+//! * [`Layout`] / [`repack`]: blocks may also be stored in one of kquant's own layouts, with the
+//!   same bytes per block and the same results bit for bit: Q6_K in "packed6"
+//!   ([`BlockQ6KPacked`]), which the wasm exact kernel reads faster, and Q4_K or Q6_K in
+//!   "interleaved" ([`BlockQ4KInterleaved`], [`BlockQ6KInterleaved`]), which the wasm int8
+//!   kernel reads faster; [`QMatrix::with_layout`] takes any of them.
 //! * [`quantize`]: ggml's reference quantizers; [`synth`]: seeded test data.
 //!
 //! ```
@@ -45,6 +47,7 @@ extern crate std;
 mod arch;
 mod block;
 mod error;
+mod interleaved;
 mod layout;
 mod matrix;
 pub mod quantize;
@@ -53,6 +56,7 @@ pub mod synth;
 pub use arch::Backend;
 pub use block::{Block, BlockQ4K, BlockQ6K, BlockQ6KPacked, QK_K};
 pub use error::Error;
+pub use interleaved::{BlockQ4KInterleaved, BlockQ6KInterleaved};
 pub use layout::{repack, Layout};
 pub use matrix::{dequantize, dequantize_layout_with, dequantize_with, QMatrix, QuantType};
 #[cfg(feature = "alloc")]

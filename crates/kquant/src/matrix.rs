@@ -1,7 +1,10 @@
 //! The public entry points: a validated quantized matrix, its mat-vec and dequantization.
 
 use crate::arch::generic::{self, Job, Weights};
-use crate::{Backend, Block, BlockQ4K, BlockQ6K, BlockQ6KPacked, Error, Layout, QK_K};
+use crate::{
+    Backend, Block, BlockQ4K, BlockQ4KInterleaved, BlockQ6K, BlockQ6KInterleaved, BlockQ6KPacked,
+    Error, Layout, QK_K,
+};
 
 /// A supported ggml quantization format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,6 +60,19 @@ impl QuantType {
         generic::prepared_len(matches!(self, QuantType::Q4K), cols)
     }
 
+    /// Floats of scratch per vector that serve every mode and layout over `cols` columns: the
+    /// larger of [`QuantType::scratch_len`] and [`QMatrix::int8_scratch_len`] at its largest
+    /// (the interleaved layout's, which adds the permuted quants).
+    pub const fn largest_scratch_len(self, cols: usize) -> usize {
+        let exact = self.scratch_len(cols);
+        let int8 = generic::int8::prepared_len(cols, true);
+        if exact > int8 {
+            exact
+        } else {
+            int8
+        }
+    }
+
     /// Bytes of one row of `cols` weights; `cols` must be a positive multiple of 256.
     pub fn row_bytes(self, cols: usize) -> Result<usize, Error> {
         if cols == 0 {
@@ -96,6 +112,7 @@ impl<'a> QMatrix<'a> {
     ) -> Result<Self, Error> {
         layout.check(ty)?;
         let row_bytes = ty.row_bytes(cols)?;
+        layout.check_cols(cols)?;
         if rows == 0 {
             return Err(Error::EmptyShape);
         }
@@ -169,7 +186,7 @@ impl<'a> QMatrix<'a> {
 
     /// Floats of scratch that one vector of [`QMatrix::mat_mat_int8_with`] needs.
     pub fn int8_scratch_len(&self) -> usize {
-        generic::int8::prepared_len(self.cols)
+        generic::int8::prepared_len(self.cols, self.layout == Layout::Interleaved)
     }
 
     /// The opt-in fast mode: like [`QMatrix::mat_mat_with`], but each 256 columns of `x` are
@@ -224,7 +241,7 @@ impl<'a> QMatrix<'a> {
             .zip(scratch.chunks_exact_mut(per_vector))
         {
             if int8 {
-                generic::int8::prepare(x, prepared);
+                generic::int8::prepare(x, prepared, self.layout == Layout::Interleaved);
             } else {
                 generic::prepare(x, q4k, prepared);
             }
@@ -324,10 +341,16 @@ pub fn dequantize(ty: QuantType, bytes: &[u8], out: &mut [f32]) -> Result<(), Er
 fn weights(ty: QuantType, layout: Layout, bytes: &[u8]) -> Result<Weights<'_>, Error> {
     layout.check(ty)?;
     Ok(match (ty, layout) {
+        (QuantType::Q4K, Layout::Interleaved) => {
+            Weights::Q4KInterleaved(BlockQ4KInterleaved::slice_from_bytes(bytes)?)
+        }
         (QuantType::Q4K, _) => Weights::Q4K(BlockQ4K::slice_from_bytes(bytes)?),
         (QuantType::Q6K, Layout::Ggml) => Weights::Q6K(BlockQ6K::slice_from_bytes(bytes)?),
         (QuantType::Q6K, Layout::Packed6) => {
             Weights::Q6KPacked(BlockQ6KPacked::slice_from_bytes(bytes)?)
+        }
+        (QuantType::Q6K, Layout::Interleaved) => {
+            Weights::Q6KInterleaved(BlockQ6KInterleaved::slice_from_bytes(bytes)?)
         }
     })
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{random_blocks, Rng};
-use kquant::{dequantize, mat_vec_q4k, mat_vec_q6k, Backend, QMatrix, QuantType};
+use kquant::{dequantize, mat_vec_q4k, mat_vec_q6k, Backend, Layout, QMatrix, QuantType};
 use kquant::{Block, BlockQ6K, Error};
 
 #[test]
@@ -34,6 +34,24 @@ fn shapes_are_checked() {
         Error::ShapeOverflow
     );
     assert!(QMatrix::new(QuantType::Q6K, &w, 2, 256).is_ok());
+    // The interleaved layout's rows are converted on the stack by the kernels that read
+    // ggml's layout, so their length is bounded.
+    let long = Layout::INTERLEAVED_MAX_COLS + 256;
+    let w = vec![0u8; QuantType::Q4K.row_bytes(long).unwrap()];
+    let err = QMatrix::with_layout(QuantType::Q4K, Layout::Interleaved, &w, 1, long).unwrap_err();
+    assert_eq!(
+        err,
+        Error::RowTooLong {
+            layout: "interleaved",
+            cols: long,
+            max: 16384
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "rows of 16640 columns are too long for the interleaved layout (at most 16384)"
+    );
+    assert!(QMatrix::with_layout(QuantType::Q4K, Layout::Ggml, &w, 1, long).is_ok());
 }
 
 #[test]

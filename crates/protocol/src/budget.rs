@@ -63,7 +63,7 @@ impl MemoryNeed {
         let floats = |n: u64| n.saturating_mul(4);
         MemoryNeed {
             slice: rows.saturating_mul(row_bytes),
-            scratch: floats(batch.saturating_mul(ty.scratch_len(hidden as usize) as u64)),
+            scratch: floats(batch.saturating_mul(ty.largest_scratch_len(hidden as usize) as u64)),
             // x, logits, and the answer (the logits' bytes, or top-k's index of the same size)
             compute: floats(batch.saturating_mul(hidden.saturating_add(rows.saturating_mul(2)))),
             body: max_body_bytes(hidden),
@@ -149,7 +149,7 @@ mod tests {
         assert_eq!(need.slice, 19008 * 14 * 210);
         assert_eq!(need.body, 8 * 4 * 3584);
         assert_eq!(need.compute, 8 * 4 * (3584 + 2 * 19008));
-        assert_eq!(need.scratch, 8 * 4 * ty.scratch_len(hidden) as u64);
+        assert_eq!(need.scratch, 8 * 4 * ty.largest_scratch_len(hidden) as u64);
         assert_eq!(need.total(3), need.fixed() + 3 * need.body);
         assert!(need.fits(mib_to_bytes(DEFAULT_BUDGET_MIB).unwrap()));
         assert_eq!(

@@ -158,7 +158,7 @@ mod by_name {
         }
 
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Layout, D::Error> {
-            read(d, "layout", "ggml, packed6", Layout::from_name)
+            read(d, "layout", Layout::NAMES, Layout::from_name)
         }
     }
 }
@@ -240,6 +240,7 @@ impl Manifest {
         }
         self.layout
             .check(self.dtype)
+            .and_then(|()| self.layout.check_cols(self.hidden))
             .map_err(|e| ManifestError(format!("layout: {e}")))?;
         if self.hidden > MAX_HIDDEN {
             return fail(format!("hidden = {} is over {MAX_HIDDEN}", self.hidden));
@@ -354,6 +355,7 @@ mod tests {
             |m| m.shards[0].key = "other.bin".into(),
             |m| m.shards[0].checksum = Checksum::of(b"x"),
             |m| m.layout = Layout::Packed6,
+            |m| m.layout = Layout::Interleaved,
         ];
         for mutate in changes {
             let mut m = sample();
@@ -417,6 +419,13 @@ mod tests {
                 },
                 "q4_k blocks cannot be stored in the packed6 layout",
             ),
+            (
+                |m| {
+                    m.hidden = 64 * 256 + 256;
+                    m.layout = Layout::Interleaved;
+                },
+                "rows of 16640 columns are too long for the interleaved layout (at most 16384)",
+            ),
         ];
         for (mutate, needle) in cases {
             let mut m = sample();
@@ -437,7 +446,7 @@ mod tests {
             (
                 "\"shards\"",
                 "\"layout\": \"packed4\", \"shards\"",
-                "supported: ggml, packed6",
+                "supported: ggml, packed6, interleaved",
             ),
         ] {
             let err = Manifest::parse(json.replace(from, to).as_bytes()).unwrap_err();

@@ -203,7 +203,7 @@ fn packed6_slices_give_the_same_logits_bit_for_bit() {
             "slice --gguf tiny.gguf --shards 1 --out q --layout packed4",
         ),
         2,
-        &["\"packed4\" is not a layout (ggml, packed6)"],
+        &["\"packed4\" is not a layout (ggml, packed6, interleaved)"],
     );
 }
 

@@ -185,7 +185,7 @@ impl Shard {
         let key = cfg.object_key(&entry.key);
         let size = self.reserve_slice(generation, buf, &key, entry.bytes)?;
         let scratch = zeroed(
-            MAX_BATCH * manifest.dtype.scratch_len(manifest.hidden),
+            MAX_BATCH * manifest.dtype.largest_scratch_len(manifest.hidden),
             "the kernels' scratch",
         )?;
         let hashed = self

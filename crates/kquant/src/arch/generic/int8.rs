@@ -52,13 +52,20 @@ fn round(t: f32) -> i32 {
         r
     }
 }
-use crate::{BlockQ4K, QK_K};
+use crate::{BlockQ4K, BlockQ4KInterleaved, BlockQ6K, BlockQ6KInterleaved, QK_K};
 
 /// f32-sized words of prepared activations for `cols` columns: the quants as i8 (four per
 /// word) and as i16 (two per word; backends without an 8-bit multiply use these), one scale per
-/// block, one i16 sum per 16 columns (|sum| ≤ 16·127).
-pub(crate) const fn prepared_len(cols: usize) -> usize {
-    cols / 4 + cols / 2 + cols / QK_K + cols / 32
+/// block, one i16 sum per 16 columns (|sum| ≤ 16·127); for the interleaved layout
+/// (`interleaved`) also the i8 quants and the sums again, permuted as its blocks
+/// ([`PreparedInterleaved`]).
+pub(crate) const fn prepared_len(cols: usize, interleaved: bool) -> usize {
+    let plain = cols / 4 + cols / 2 + cols / QK_K + cols / 32;
+    if interleaved {
+        plain.saturating_add(cols / 4 + cols / 32) // saturating: callers' absurd shapes
+    } else {
+        plain
+    }
 }
 
 /// A prepared vector, viewed in its parts, per block of 256 columns.
@@ -132,10 +139,41 @@ impl<'a> Prepared<'a> {
     }
 }
 
+/// A prepared vector for blocks in the interleaved layout: its parts as [`Prepared`] gives
+/// them, and the same vector with its i8 quants in the order of the layout's bytes
+/// (`crate::interleaved::permute_quants`) and each block's 16 group sums as even groups, then odd
+/// ones (the order of a [`BlockQ6KInterleaved`]'s scales).
+#[derive(Clone, Copy)]
+pub(super) struct PreparedInterleaved<'a> {
+    plain: Prepared<'a>,
+    permuted: Prepared<'a>,
+}
+
+/// Splits a prepared vector for the interleaved layout into its parts.
+#[inline(always)]
+fn parts_interleaved(prepared: &[f32]) -> PreparedInterleaved<'_> {
+    let cols = prepared.len() / 273 * 256; // prepared_len(cols, true) = cols · 273/256
+    let (plain, rest) = prepared.split_at(prepared_len(cols, false));
+    let plain = parts(plain);
+    let (xq8, bsums) = rest.split_at(cols / 4);
+    let permuted = Prepared {
+        xq8: bytemuck::cast_slice::<f32, i8>(xq8).as_chunks().0,
+        bsums: bytemuck::cast_slice::<f32, i16>(bsums).as_chunks().0,
+        ..plain
+    };
+    PreparedInterleaved { plain, permuted }
+}
+
+/// The group sums of a block in the order of a [`BlockQ6KInterleaved`]'s scales: even groups,
+/// then odd ones.
+fn interleaved_sums(bsums: &[i16; 16]) -> [i16; 16] {
+    core::array::from_fn(|k| bsums[2 * (k % 8) + k / 8])
+}
+
 /// Splits a prepared vector into its parts.
 #[inline(always)]
 fn parts(prepared: &[f32]) -> Prepared<'_> {
-    let cols = prepared.len() / 201 * 256; // prepared_len(cols) = cols · 201/256
+    let cols = prepared.len() / 201 * 256; // prepared_len(cols, false) = cols · 201/256
     let (xq8, rest) = prepared.split_at(cols / 4);
     let (xq16, rest) = rest.split_at(cols / 2);
     let (dx, bsums) = rest.split_at(cols / QK_K);
@@ -156,8 +194,30 @@ fn abs_bits_max(xs: &[f32]) -> u32 {
     xs.iter().fold(0, |m, v| m.max(v.to_bits() & !(1 << 31)))
 }
 
-/// Quantizes `x` (whole blocks of 256) into `prepared` (see the module docs).
-pub(crate) fn prepare(x: &[f32], prepared: &mut [f32]) {
+/// Quantizes `x` (whole blocks of 256) into `prepared` (see the module docs), with the
+/// interleaved layout's permuted parts if `interleaved` ([`prepared_len`]).
+pub(crate) fn prepare(x: &[f32], prepared: &mut [f32], interleaved: bool) {
+    let cols = x.len();
+    let (plain, permuted) = prepared.split_at_mut(prepared_len(cols, false));
+    prepare_plain(x, plain);
+    if interleaved {
+        let plain = parts(plain);
+        let (xq8, bsums) = permuted.split_at_mut(cols / 4);
+        let xq8: &mut [[i8; QK_K]] = bytemuck::cast_slice_mut::<f32, i8>(xq8).as_chunks_mut().0;
+        let bsums: &mut [[i16; 16]] = bytemuck::cast_slice_mut::<f32, i16>(bsums)
+            .as_chunks_mut()
+            .0;
+        for (out, x) in xq8.iter_mut().zip(plain.xq8) {
+            *out = crate::interleaved::permute_quants(x);
+        }
+        for (out, sums) in bsums.iter_mut().zip(plain.bsums) {
+            *out = interleaved_sums(sums);
+        }
+    }
+}
+
+/// [`prepare`]'s parts that every layout reads.
+fn prepare_plain(x: &[f32], prepared: &mut [f32]) {
     let cols = x.len();
     let (xq8, rest) = prepared.split_at_mut(cols / 4);
     let (xq, rest) = rest.split_at_mut(cols / 2);
@@ -312,6 +372,61 @@ impl BlockRun for Q4Run {
     }
 }
 
+/// [`BlockRun`] of Q6_K blocks in the interleaved layout, against a vector's permuted parts.
+struct Q6InterleavedRun;
+
+impl BlockRun for Q6InterleavedRun {
+    type Block = BlockQ6KInterleaved;
+    type Sums = i32;
+    #[inline(always)]
+    fn sums<V: Vector, const K: usize>(
+        v: V,
+        blocks: &[BlockQ6KInterleaved; K],
+        x: &PreparedRun<K>,
+    ) -> Option<[i32; K]> {
+        v.q6k_interleaved_int8_sums(blocks, x.xq8, x.bsums)
+    }
+    #[inline(always)]
+    fn terms<V: Vector, const K: usize>(
+        v: V,
+        blocks: &[BlockQ6KInterleaved; K],
+        dx: &[f32; K],
+        sums: &[i32; K],
+    ) -> [f32; K] {
+        let mut terms = [0.0f32; K];
+        for ((term, b), (&dx, &total)) in terms.iter_mut().zip(blocks).zip(dx.iter().zip(sums)) {
+            *term = q6k_term(v.f16_to_f32(b.d), dx, total);
+        }
+        terms
+    }
+}
+
+/// [`BlockRun`] of Q4_K blocks in the interleaved layout, against a vector's permuted parts.
+struct Q4InterleavedRun;
+
+impl BlockRun for Q4InterleavedRun {
+    type Block = BlockQ4KInterleaved;
+    type Sums = (i32, i32);
+    #[inline(always)]
+    fn sums<V: Vector, const K: usize>(
+        v: V,
+        blocks: &[BlockQ4KInterleaved; K],
+        x: &PreparedRun<K>,
+    ) -> Option<[(i32, i32); K]> {
+        v.q4k_interleaved_int8_sums(blocks, x.xq8, x.bsums)
+    }
+    #[inline(always)]
+    fn terms<V: Vector, const K: usize>(
+        v: V,
+        blocks: &[BlockQ4KInterleaved; K],
+        dx: &[f32; K],
+        sums: &[(i32, i32); K],
+    ) -> [f32; K] {
+        // `d` and `dmin` sit where ggml's blocks have them, which is all the terms read.
+        Q4Run::terms(v, bytemuck::cast_ref::<_, [BlockQ4K; K]>(blocks), dx, sums)
+    }
+}
+
 /// The first `K` blocks of a one-vector pass's `row` added to `acc` in block order, and `row`
 /// and `x` moved past them; `false` (nothing changed) where the backend has no run of `K` or
 /// fewer than `K` blocks are left.
@@ -406,6 +521,87 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
             }
         }
         acc
+    }
+}
+
+/// A row against each of `N` vectors of the interleaved layout, one vector after the other as
+/// [`one_vector`] does it (the row's blocks stay in the cache for the next vector); `None`
+/// where the backend has no interleaved block sums.
+#[inline(always)]
+fn each_vector<V: Vector, R: BlockRun, const N: usize>(
+    v: V,
+    row: &[R::Block],
+    prepared: &[PreparedInterleaved; N],
+) -> Option<[f32; N]> {
+    let mut out = [0.0f32; N];
+    for (out, x) in out.iter_mut().zip(prepared) {
+        let (acc, done) = one_vector::<V, R>(v, row, &x.permuted);
+        if done != row.len() {
+            return None;
+        }
+        *out = acc;
+    }
+    Some(out)
+}
+
+/// The Q6_K kernel with 8-bit activations for blocks in the interleaved layout: from the
+/// backend's interleaved block sums where it has them, vector by vector (the same integers, so
+/// the same bits), otherwise by the ggml layout's kernel on the row converted back.
+#[derive(Clone, Copy)]
+pub(super) struct Q6KQ8Interleaved;
+
+impl RowKernel for Q6KQ8Interleaved {
+    const WIDEST_PASS: usize = 8;
+    type Block = BlockQ6KInterleaved;
+    type View<'a> = PreparedInterleaved<'a>;
+
+    #[inline(always)]
+    fn view(prepared: &[f32]) -> PreparedInterleaved<'_> {
+        parts_interleaved(prepared)
+    }
+
+    #[inline(always)]
+    fn dot<V: Vector, const N: usize>(
+        self,
+        v: V,
+        row: &[BlockQ6KInterleaved],
+        prepared: [PreparedInterleaved; N],
+    ) -> [f32; N] {
+        if let Some(out) = each_vector::<V, Q6InterleavedRun, N>(v, row, &prepared) {
+            return out;
+        }
+        let (ggml, n) = super::ggml_row::<_, BlockQ6K>(row);
+        Q6KQ8(PhantomData).dot(v, &ggml[..n], prepared.map(|x| x.plain))
+    }
+}
+
+/// The Q4_K kernel with 8-bit activations for blocks in the interleaved layout, as
+/// [`Q6KQ8Interleaved`].
+#[derive(Clone, Copy)]
+pub(super) struct Q4KQ8Interleaved;
+
+impl RowKernel for Q4KQ8Interleaved {
+    const WIDEST_PASS: usize = 8;
+    type Block = BlockQ4KInterleaved;
+    type View<'a> = PreparedInterleaved<'a>;
+
+    #[inline(always)]
+    fn view(prepared: &[f32]) -> PreparedInterleaved<'_> {
+        parts_interleaved(prepared)
+    }
+
+    #[inline(always)]
+    fn dot<V: Vector, const N: usize>(
+        self,
+        v: V,
+        row: &[BlockQ4KInterleaved],
+        prepared: [PreparedInterleaved; N],
+    ) -> [f32; N] {
+        if let Some(out) = each_vector::<V, Q4InterleavedRun, N>(v, row, &prepared) {
+            return out;
+        }
+        let (ggml, n) = super::ggml_row::<_, BlockQ4K>(row);
+        Q4KQ8.dot(v, &ggml[..n], prepared.map(|x| x.plain))
     }
 }
 

@@ -135,9 +135,9 @@ pub(crate) mod int8;
 
 use core::marker::PhantomData;
 
-use crate::{BlockQ4K, BlockQ6K, BlockQ6KPacked, QK_K};
+use crate::{BlockQ4K, BlockQ4KInterleaved, BlockQ6K, BlockQ6KInterleaved, BlockQ6KPacked, QK_K};
 use exact::{dequant_q4k, dequant_q6k, Q4K, Q6K};
-use int8::{Q4KQ8, Q6KQ8};
+use int8::{Q4KQ8Interleaved, Q6KQ8Interleaved, Q4KQ8, Q6KQ8};
 
 /// A vector of `LANES` 32-bit lanes, as integer (`U`) or float (`F`).
 ///
@@ -333,6 +333,29 @@ pub(crate) trait Vector: Copy {
     ) -> Option<[f32; K]> {
         None
     }
+    /// [`Vector::q6k_int8_sums`] for blocks in the interleaved layout, against a vector's
+    /// quants and group sums permuted as those blocks (`int8::PreparedInterleaved`). A backend
+    /// that has them takes runs of one block at least; `None` converts the rows to ggml's layout.
+    #[inline(always)]
+    fn q6k_interleaved_int8_sums<const K: usize>(
+        self,
+        _b: &[BlockQ6KInterleaved; K],
+        _xq8: &[[i8; QK_K]; K],
+        _bsums: &[[i16; 16]; K],
+    ) -> Option<[i32; K]> {
+        None
+    }
+    /// [`Vector::q4k_int8_sums`] for blocks in the interleaved layout, as
+    /// [`Vector::q6k_interleaved_int8_sums`].
+    #[inline(always)]
+    fn q4k_interleaved_int8_sums<const K: usize>(
+        self,
+        _b: &[BlockQ4KInterleaved; K],
+        _xq8: &[[i8; QK_K]; K],
+        _bsums: &[[i16; 16]; K],
+    ) -> Option<[(i32, i32); K]> {
+        None
+    }
     /// Lane-wise i32 addition.
     fn add_i32(self, a: Self::U, b: Self::U) -> Self::U;
     /// The sum of the i32 lanes of `sum` (wrapping), and `Σ a_i·b_i` over 16 i16 pairs whose
@@ -370,6 +393,8 @@ pub(crate) enum Weights<'a> {
     Q4K(&'a [BlockQ4K]),
     Q6K(&'a [BlockQ6K]),
     Q6KPacked(&'a [BlockQ6KPacked]),
+    Q4KInterleaved(&'a [BlockQ4KInterleaved]),
+    Q6KInterleaved(&'a [BlockQ6KInterleaved]),
 }
 
 /// One call's work, handed from the dispatcher to a backend.
@@ -408,6 +433,19 @@ pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
             (Weights::Q4K(b), true) => mat_mul(v, Q4KQ8, b, prepared, out, rows),
             (Weights::Q6K(b), true) => mat_mul(v, Q6KQ8(PhantomData), b, prepared, out, rows),
             (Weights::Q6KPacked(b), true) => mat_mul(v, Q6KQ8(PhantomData), b, prepared, out, rows),
+            (Weights::Q4KInterleaved(b), false) => {
+                mat_mul(v, Converted(Q4K, PhantomData), b, prepared, out, rows)
+            }
+            (Weights::Q6KInterleaved(b), false) => {
+                let kernel = Converted(Q6K::<BlockQ6K>(PhantomData), PhantomData);
+                mat_mul(v, kernel, b, prepared, out, rows)
+            }
+            (Weights::Q4KInterleaved(b), true) => {
+                mat_mul(v, Q4KQ8Interleaved, b, prepared, out, rows)
+            }
+            (Weights::Q6KInterleaved(b), true) => {
+                mat_mul(v, Q6KQ8Interleaved, b, prepared, out, rows)
+            }
         },
         Job::Dequantize {
             weights: Weights::Q4K(blocks),
@@ -433,6 +471,65 @@ pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
                 dequant_q6k(v, b, y);
             }
         }
+        Job::Dequantize {
+            weights: Weights::Q4KInterleaved(blocks),
+            out,
+        } => {
+            for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+                dequant_q4k(v, &BlockQ4K::from(b), y);
+            }
+        }
+        Job::Dequantize {
+            weights: Weights::Q6KInterleaved(blocks),
+            out,
+        } => {
+            for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+                dequant_q6k(v, &BlockQ6K::from(b), y);
+            }
+        }
+    }
+}
+
+/// The most blocks a row converted to ggml's layout has (`crate::Layout::INTERLEAVED_MAX_COLS`).
+const CONVERTED_ROW_BLOCKS: usize = crate::Layout::INTERLEAVED_MAX_COLS / QK_K;
+
+/// `row` converted block by block to `G` (ggml's blocks), in a buffer on the stack, and how
+/// many blocks it holds (`QMatrix` keeps rows of converted layouts within the buffer).
+#[inline(always)]
+fn ggml_row<B, G>(row: &[B]) -> ([G; CONVERTED_ROW_BLOCKS], usize)
+where
+    G: for<'a> From<&'a B> + bytemuck::Zeroable + Copy,
+{
+    let mut ggml = [G::zeroed(); CONVERTED_ROW_BLOCKS];
+    for (out, b) in ggml.iter_mut().zip(row) {
+        *out = G::from(b);
+    }
+    (ggml, row.len().min(CONVERTED_ROW_BLOCKS))
+}
+
+/// A row kernel `K` of ggml's blocks run on blocks `B` of another layout, each row converted
+/// first ([`ggml_row`]): the same bits as `K` on the converted matrix, at the cost of the
+/// conversion.
+#[derive(Clone, Copy)]
+struct Converted<K, B>(K, PhantomData<B>);
+
+impl<K, B> RowKernel for Converted<K, B>
+where
+    K: RowKernel,
+    K::Block: for<'a> From<&'a B> + bytemuck::Zeroable + Copy,
+    B: Copy,
+{
+    const WIDEST_PASS: usize = K::WIDEST_PASS;
+    type Block = B;
+    type View<'a> = K::View<'a>;
+    #[inline(always)]
+    fn view(prepared: &[f32]) -> K::View<'_> {
+        K::view(prepared)
+    }
+    #[inline(always)]
+    fn dot<V: Vector, const N: usize>(self, v: V, row: &[B], xs: [K::View<'_>; N]) -> [f32; N] {
+        let (ggml, n) = ggml_row::<B, K::Block>(row);
+        self.0.dot(v, &ggml[..n], xs)
     }
 }
 

@@ -27,7 +27,7 @@
 use core::arch::wasm32::*;
 
 use super::simd128::Simd128;
-use crate::{BlockQ4K, BlockQ6K, QK_K};
+use crate::{BlockQ4K, BlockQ4KInterleaved, BlockQ6K, BlockQ6KInterleaved, QK_K};
 
 /// 16 bytes as a `v128`.
 #[inline(always)]
@@ -71,6 +71,33 @@ fn neighbour(i: usize, n: usize) -> usize {
     }
 }
 
+/// The 16 quants that half a block's `ql` and `qh` registers hold at `(t, u)` (t in 0..4, u in
+/// 0..2): in ggml's layout weights `32t + 16u..` of the half. A low (`t < 2`) or high nibble of
+/// `ql[2·(t mod 2) + u]`, and bits `2t..2t + 2` of `qh[u]` moved to bits 4..6 by a 16-bit shift
+/// and one mask (the bits a shift carries across a byte boundary land outside it), as on x86.
+#[inline(always)]
+fn q6k_quants<const R: bool>(
+    v: Simd128<R>,
+    ql: &[v128; 4],
+    qh: &[v128; 2],
+    t: usize,
+    u: usize,
+) -> v128 {
+    let l = ql[2 * (t % 2) + u];
+    let low = if t < 2 {
+        v128_and(l, v.nibbles)
+    } else {
+        v128_and(u16x8_shr(l, 4), v.nibbles)
+    };
+    let shifted = match t {
+        0 => i16x8_shl(qh[u], 4),
+        1 => i16x8_shl(qh[u], 2),
+        2 => qh[u],
+        _ => u16x8_shr(qh[u], 2),
+    };
+    v128_or(low, v128_and(shifted, v.top_pair))
+}
+
 /// `S` of a Q6_K block (ggml's layout): `Σ_j sc_j · Σ_{i in j} (q_i − 32) · xq_i`.
 #[inline(always)]
 pub(super) fn q6k_sum<const R: bool>(
@@ -89,31 +116,15 @@ pub(super) fn q6k_sum<const R: bool>(
     // shuffle); seen through, it is a shuffle of the widened registers, two shuffles in V8.
     // Q6_K 0.92 of the time (V8 14.6). Q4_K, with half as many splats, is level either way.
     let wide = core::hint::black_box(&wide);
-    let nibble = v.nibbles;
     let mut sum = i32x4_splat(0);
     for h in 0..2 {
         let ql: [v128; 4] = core::array::from_fn(|i| load16(&b.ql[64 * h + 16 * i..]));
         let qh: [v128; 2] = core::array::from_fn(|i| load16(&b.qh[32 * h + 16 * i..]));
         for t in 0..4 {
-            // Weights 128h + 32t + 16u..: a low (t < 2) or high nibble of `ql`, and bits
-            // 2t..2t + 2 of `qh` moved to bits 4..6 by a 16-bit shift and one mask (the bits a
-            // shift carries across a byte boundary land outside it), as on x86.
             for u in 0..2 {
-                let l = ql[2 * (t % 2) + u];
-                let low = if t < 2 {
-                    v128_and(l, nibble)
-                } else {
-                    v128_and(u16x8_shr(l, 4), nibble)
-                };
-                let shifted = match t {
-                    0 => i16x8_shl(qh[u], 4),
-                    1 => i16x8_shl(qh[u], 2),
-                    2 => qh[u],
-                    _ => u16x8_shr(qh[u], 2),
-                };
-                let high = v128_and(shifted, v.top_pair);
                 let j = 8 * h + 2 * t + u;
-                let products = v.pair_products(v128_or(low, high), load16(&xq8[16 * j..]));
+                let quants = q6k_quants(v, &ql, &qh, t, u);
+                let products = v.pair_products(quants, load16(&xq8[16 * j..]));
                 let scale = splat(&wide[neighbour(j, 16)]);
                 sum = i32x4_add(sum, i32x4_dot_i16x8(products, scale));
             }
@@ -123,9 +134,7 @@ pub(super) fn q6k_sum<const R: bool>(
         i32x4_dot_i16x8(load16(&wide[..8]), load16(&bsums[..8])),
         i32x4_dot_i16x8(load16(&wide[8..]), load16(&bsums[8..])),
     );
-    let total = i32x4_sub(sum, i32x4_shl(correction, 5));
-    let pairs = i32x4_add(total, i32x4_shuffle::<2, 3, 0, 1>(total, total));
-    i32x4_extract_lane::<0>(i32x4_add(pairs, i32x4_shuffle::<1, 0, 3, 2>(pairs, pairs)))
+    reduce(i32x4_sub(sum, i32x4_shl(correction, 5)))
 }
 
 /// `(S, M)` of a Q4_K block: `S = Σ_j sc_{j/2} · Σ_{i in j} q_i · xq_i` and
@@ -175,12 +184,193 @@ pub(super) fn q4k_sums<const R: bool>(
             sum = i32x4_add(sum, i32x4_dot_i16x8(products, scale));
         }
     }
+    reduce_pair(sum, mins)
+}
+
+/// The sum of a block's i32 lanes.
+#[inline(always)]
+fn reduce(sum: v128) -> i32 {
+    let pairs = i32x4_add(sum, i32x4_shuffle::<2, 3, 0, 1>(sum, sum));
+    i32x4_extract_lane::<0>(i32x4_add(pairs, i32x4_shuffle::<1, 0, 3, 2>(pairs, pairs)))
+}
+
+/// A block's i32 lanes and (Q4_K) its mins' lanes, each reduced: `(Σ sum, Σ mins)`.
+#[inline(always)]
+fn reduce_pair(sum: v128, mins: v128) -> (i32, i32) {
     let pairs = i32x4_add(
         i32x4_shuffle::<0, 1, 4, 5>(sum, mins),
         i32x4_shuffle::<2, 3, 6, 7>(sum, mins),
     );
     let both = i32x4_add(pairs, i32x4_shuffle::<1, 0, 3, 2>(pairs, pairs));
     (i32x4_extract_lane::<0>(both), i32x4_extract_lane::<2>(both))
+}
+
+/// The products of interleaved vectors that share their lanes' scales (`crate::interleaved`),
+/// summed in i16 lanes until [`LaneSums::scaled`] multiplies them by the eight lanes' scales
+/// (one per pair of bytes).
+///
+/// Relaxed SIMD's dot product pairs adjacent bytes, so a vector's eight i16 lanes are its eight
+/// scale groups: the products add up in `low`, and one `i32x4.dot_i16x8` scales them. Plain
+/// simd128's extending multiplies give the low and the high eight bytes apart, each byte in an
+/// i16 lane of its own: they add up in `low` and `high`, which take the scales two by two.
+/// The callers keep the i16 sums in range.
+#[derive(Clone, Copy)]
+struct LaneSums {
+    low: v128,
+    high: v128,
+}
+
+impl LaneSums {
+    #[inline(always)]
+    fn new() -> LaneSums {
+        LaneSums {
+            low: i16x8_splat(0),
+            high: i16x8_splat(0),
+        }
+    }
+
+    /// The sums with the products of quants `q` and activation quants `x` added.
+    #[inline(always)]
+    fn add<const R: bool>(self, v: Simd128<R>, q: v128, x: v128) -> LaneSums {
+        if R {
+            LaneSums {
+                low: i16x8_add(self.low, v.pair_products(q, x)),
+                high: self.high,
+            }
+        } else {
+            LaneSums {
+                low: i16x8_add(self.low, i16x8_extmul_low_i8x16(q, x)),
+                high: i16x8_add(self.high, i16x8_extmul_high_i8x16(q, x)),
+            }
+        }
+    }
+
+    /// `sum` plus the sums times their lanes' scales ([`LaneScales`]), in i32 lanes.
+    #[inline(always)]
+    fn scaled<const R: bool>(self, sum: v128, scales: LaneScales) -> v128 {
+        if R {
+            return i32x4_add(sum, i32x4_dot_i16x8(self.low, scales.low));
+        }
+        let scaled = i32x4_add(
+            i32x4_dot_i16x8(self.low, scales.low),
+            i32x4_dot_i16x8(self.high, scales.high),
+        );
+        i32x4_add(sum, scaled)
+    }
+}
+
+/// The eight lanes' scales (i16, one per pair of bytes) as [`LaneSums::scaled`] takes them:
+/// as they are for relaxed SIMD (`low`), each twice for plain simd128's low and high bytes.
+#[derive(Clone, Copy)]
+struct LaneScales {
+    low: v128,
+    high: v128,
+}
+
+impl LaneScales {
+    #[inline(always)]
+    fn new<const R: bool>(scales: v128) -> LaneScales {
+        if R {
+            LaneScales {
+                low: scales,
+                high: scales,
+            }
+        } else {
+            LaneScales {
+                low: i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(scales, scales),
+                high: i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(scales, scales),
+            }
+        }
+    }
+}
+
+/// The half of the activations that half block `h` multiplies: its own, or in the must-fail
+/// build `KQUANT_PERTURB=interleaved` the other one.
+#[inline(always)]
+fn activation_half(h: usize) -> usize {
+    if cfg!(kquant_perturb = "interleaved") {
+        1 - h
+    } else {
+        h
+    }
+}
+
+/// `S` of a Q6_K block in the interleaved layout (`crate::interleaved`), against the vector's
+/// permuted quants and group sums (even groups, then odd ones). Vectors `8h..8h + 8` hold the
+/// groups of parity `h`; each is unpacked as in ggml's layout ([`q6k_sum`]).
+#[inline(always)]
+pub(super) fn q6k_interleaved_sum<const R: bool>(
+    v: Simd128<R>,
+    b: &BlockQ6KInterleaved,
+    xq8: &[i8; QK_K],
+    bsums: &[i16; 16],
+) -> i32 {
+    let scales = load16(&b.scales);
+    let sc = [
+        i16x8_extend_low_i8x16(scales),
+        i16x8_extend_high_i8x16(scales),
+    ];
+    let mut sum = i32x4_splat(0);
+    for (h, scales) in sc.into_iter().enumerate() {
+        let ql: [v128; 4] = core::array::from_fn(|i| load16(&b.ql[64 * h + 16 * i..]));
+        let qh: [v128; 2] = core::array::from_fn(|i| load16(&b.qh[32 * h + 16 * i..]));
+        // Relaxed SIMD adds two vectors' products in i16 (at most 2·2·63·127), plain simd128
+        // four (4·63·127).
+        let per_scaling = if R { 2 } else { 4 };
+        let scales = LaneScales::new::<R>(scales);
+        let mut sums = LaneSums::new();
+        for tu in 0..8 {
+            let quants = q6k_quants(v, &ql, &qh, tu / 2, tu % 2);
+            let x = load16(&xq8[16 * (8 * activation_half(h) + tu)..]);
+            sums = sums.add(v, quants, x);
+            if (tu + 1) % per_scaling == 0 {
+                sum = sums.scaled::<R>(sum, scales);
+                sums = LaneSums::new();
+            }
+        }
+    }
+    let correction = i32x4_add(
+        i32x4_dot_i16x8(sc[0], load16(&bsums[..8])),
+        i32x4_dot_i16x8(sc[1], load16(&bsums[8..])),
+    );
+    reduce(i32x4_sub(sum, i32x4_shl(correction, 5)))
+}
+
+/// `(S, M)` of a Q4_K block in the interleaved layout (`crate::interleaved`), against the
+/// vector's permuted quants and group sums: lane `k` of every vector is sub-block `k`, so the
+/// products of a half block's eight vectors add up in i16 (at most 8·2·15·127) and take the
+/// eight scales at once; the mins take the sums of each sub-block's two groups.
+#[inline(always)]
+pub(super) fn q4k_interleaved_sums<const R: bool>(
+    v: Simd128<R>,
+    b: &BlockQ4KInterleaved,
+    xq8: &[i8; QK_K],
+    bsums: &[i16; 16],
+) -> (i32, i32) {
+    // The scales and mins are packed as in ggml's blocks, at the same offsets.
+    let (sc, m) = bytemuck::cast_ref::<_, BlockQ4K>(b).scales_mins();
+    let sc = u16x8_extend_low_u8x16(u64x2(u64::from_le_bytes(sc), 0));
+    let m = u16x8_extend_low_u8x16(u64x2(u64::from_le_bytes(m), 0));
+    let group_pairs = i16x8_add(load16(&bsums[..8]), load16(&bsums[8..]));
+    let mins = i32x4_dot_i16x8(m, group_pairs);
+    let nibble = v.nibbles;
+    let mut sum = i32x4_splat(0);
+    let scales = LaneScales::new::<R>(sc);
+    for h in 0..2 {
+        let q: [v128; 4] = core::array::from_fn(|i| load16(&b.qs[64 * h + 16 * i..]));
+        let mut sums = LaneSums::new();
+        for t in 0..8 {
+            let quants = if t < 4 {
+                v128_and(q[t], nibble)
+            } else {
+                v128_and(u16x8_shr(q[t - 4], 4), nibble)
+            };
+            let x = load16(&xq8[16 * (8 * activation_half(h) + t)..]);
+            sums = sums.add(v, quants, x);
+        }
+        sum = sums.scaled::<R>(sum, scales);
+    }
+    reduce_pair(sum, mins)
 }
 
 /// Four f16 values (the low 16 bits of each i32 lane of `h`, the rest zero) as f32 lanes:

@@ -31,7 +31,7 @@
 use core::arch::wasm32::*;
 
 use crate::arch::generic::{self, Job, RowKernel, Vector};
-use crate::{BlockQ4K, BlockQ6K, QK_K};
+use crate::{BlockQ4K, BlockQ4KInterleaved, BlockQ6K, BlockQ6KInterleaved, QK_K};
 
 /// Token for simd128, enabled at compile time for this build, with the constant vectors of the
 /// packed6 kernels.
@@ -333,6 +333,46 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
                     super::int8_block::q4k_sums(self, b1, x1, s1),
                     super::int8_block::q4k_sums(self, b2, x2, s2),
                     super::int8_block::q4k_sums(self, b3, x3, s3),
+                ];
+                sums.first_chunk().copied()
+            }
+            _ => None,
+        }
+    }
+    #[inline(always)]
+    fn q6k_interleaved_int8_sums<const K: usize>(
+        self,
+        b: &[BlockQ6KInterleaved; K],
+        xq8: &[[i8; QK_K]; K],
+        bsums: &[[i16; 16]; K],
+    ) -> Option<[i32; K]> {
+        match (b.as_slice(), xq8.as_slice(), bsums.as_slice()) {
+            ([b], [xq8], [bsums]) => {
+                let sum = super::int8_block::q6k_interleaved_sum(self, b, xq8, bsums);
+                [sum; 1].first_chunk().copied()
+            }
+            _ => None,
+        }
+    }
+    /// Alone or four in a row, as `q4k_int8_sums`.
+    #[inline(always)]
+    fn q4k_interleaved_int8_sums<const K: usize>(
+        self,
+        b: &[BlockQ4KInterleaved; K],
+        xq8: &[[i8; QK_K]; K],
+        bsums: &[[i16; 16]; K],
+    ) -> Option<[(i32, i32); K]> {
+        match (b.as_slice(), xq8.as_slice(), bsums.as_slice()) {
+            ([b], [xq8], [bsums]) => {
+                let sums = super::int8_block::q4k_interleaved_sums(self, b, xq8, bsums);
+                [sums; 1].first_chunk().copied()
+            }
+            ([b0, b1, b2, b3], [x0, x1, x2, x3], [s0, s1, s2, s3]) => {
+                let sums = [
+                    super::int8_block::q4k_interleaved_sums(self, b0, x0, s0),
+                    super::int8_block::q4k_interleaved_sums(self, b1, x1, s1),
+                    super::int8_block::q4k_interleaved_sums(self, b2, x2, s2),
+                    super::int8_block::q4k_interleaved_sums(self, b3, x3, s3),
                 ];
                 sums.first_chunk().copied()
             }

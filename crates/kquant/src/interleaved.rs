@@ -1,0 +1,250 @@
+//! kquant's "interleaved" layout of Q4_K and Q6_K blocks: the same bytes per block as ggml's,
+//! with the quants placed so that the int8 mode's wasm kernel multiplies a 16-byte register of
+//! quants by one register of scales, not by one splat per group.
+//!
+//! # The permutation
+//!
+//! The int8 kernels take a block's 256 quants as 16 vectors of 16 bytes and multiply each
+//! vector by 16 activation quants, adding the products two by two into eight 16-bit lanes
+//! (relaxed SIMD's dot product). In ggml's layout the 16 bytes of a vector are 16 consecutive
+//! weights, one scale group, so each vector needs its group's scale in all eight lanes. Here,
+//! byte `i` of vector `v` (`v`, `i` in 0..16) holds weight
+//!
+//! ```text
+//! w(v, i) = 32·(i / 2) + 2·v + i mod 2
+//! ```
+//!
+//! so the pair in lane `k = i / 2` lies in the 32 weights `32k..32k + 32`, whatever `v`: Q4_K's
+//! sub-block `k`, Q6_K's group `2k` for `v < 8` and `2k + 1` for `v ≥ 8`. Lane `k` of every
+//! vector (of a half, for Q6_K) belongs to the same scale, so the vectors' products add up in
+//! 16-bit lanes (Q4_K: eight vectors, at most 8·2·15·127 = 30480; Q6_K: two, at most
+//! 2·2·63·127 = 32004) and one `i32x4.dot_i16x8` against the eight scales does the rest.
+//! The activations are permuted the same way once per call ([`permute_quants`]).
+//!
+//! # The blocks
+//!
+//! ```text
+//! BlockQ6KInterleaved (210 bytes): ql[128], qh[64], scales[16], d — ggml's fields, offsets, d
+//!   vector v = 8h + 2t + u (h in 0..2, t in 0..4, u in 0..2), byte i, quant q = U_v[i]:
+//!     ql[64h + 16·(2·(t mod 2) + u) + i]: q & 15 in the low nibble (t < 2) or the high (t ≥ 2)
+//!     qh[32h + 16u + i]: q >> 4 in bits 2t..2t + 2
+//!   scales[k] = ggml's scales[2k], scales[8 + k] = ggml's scales[2k + 1] (k in 0..8)
+//! BlockQ4KInterleaved (144 bytes): d, dmin, scales[12], qs[128] — ggml's fields, scales and d
+//!   vector v = 8h + t (h in 0..2, t in 0..8), byte i, quant q = U_v[i]:
+//!     qs[16·(4h + t mod 4) + i]: q in the low nibble (t < 4) or the high (t ≥ 4)
+//! ```
+//!
+//! A Q6_K vector is then unpacked as in ggml's layout (a nibble of one `ql` register and a bit
+//! pair of one `qh` register), a Q4_K vector by one mask (and a shift): the same work per
+//! vector, while the splats go away. Kernels that read ggml's layout (the exact mode, the
+//! backends without an interleaved kernel) get each row converted back first.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::{BlockQ4K, BlockQ6K, QK_K};
+
+/// The weight that byte `i` of vector `v` holds (module docs).
+#[inline(always)]
+pub(crate) const fn weight(v: usize, i: usize) -> usize {
+    32 * (i / 2) + 2 * v + i % 2
+}
+
+/// Quants in weight order, `q[w]`, as the 16 vectors `U_v[i] = q[w(v, i)]`, back to back.
+#[inline(always)]
+pub(crate) fn permute_quants<T: Copy>(q: &[T; QK_K]) -> [T; QK_K] {
+    core::array::from_fn(|n| q[weight(n / 16, n % 16)])
+}
+
+/// The inverse of [`permute_quants`].
+fn unpermute_quants(u: &[u8; QK_K]) -> [u8; QK_K] {
+    let mut q = [0u8; QK_K];
+    for (n, &value) in u.iter().enumerate() {
+        q[weight(n / 16, n % 16)] = value;
+    }
+    q
+}
+
+/// A Q6_K super-block in the interleaved layout (module docs): ggml's fields, the quants and
+/// scales placed for the int8 kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ6KInterleaved {
+    /// Low four bits of the quants.
+    pub ql: [u8; 128],
+    /// High two bits of the quants.
+    pub qh: [u8; 64],
+    /// The 16 groups' scales (i8 stored as u8), even groups first, then odd ones.
+    pub scales: [u8; 16],
+    /// Super-block scale, f16 little-endian, as in [`BlockQ6K`].
+    pub d: [u8; 2],
+}
+
+const _: () = assert!(core::mem::size_of::<BlockQ6KInterleaved>() == 210);
+const _: () = assert!(core::mem::align_of::<BlockQ6KInterleaved>() == 1);
+
+/// A Q4_K super-block in the interleaved layout (module docs): ggml's fields, the quants
+/// placed for the int8 kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ4KInterleaved {
+    /// Super-block scale for the sub-block scales, f16 little-endian, as in [`BlockQ4K`].
+    pub d: [u8; 2],
+    /// Super-block scale for the sub-block mins, f16 little-endian, as in [`BlockQ4K`].
+    pub dmin: [u8; 2],
+    /// Eight 6-bit scales and mins, packed as in [`BlockQ4K`].
+    pub scales: [u8; 12],
+    /// The quants, two per byte.
+    pub qs: [u8; 128],
+}
+
+const _: () = assert!(core::mem::size_of::<BlockQ4KInterleaved>() == 144);
+const _: () = assert!(core::mem::align_of::<BlockQ4KInterleaved>() == 1);
+
+impl BlockQ6KInterleaved {
+    /// The 256 unsigned quants `q` (0..64) in weight order.
+    pub fn quants(&self) -> [u8; QK_K] {
+        let mut u = [0u8; QK_K];
+        for (n, q) in u.iter_mut().enumerate() {
+            let (v, i) = (n / 16, n % 16);
+            let (h, t, s) = (v / 8, (v % 8) / 2, v % 2);
+            let low = self.ql[64 * h + 16 * (2 * (t % 2) + s) + i];
+            let nibble = if t < 2 { low & 15 } else { low >> 4 };
+            *q = nibble | ((self.qh[32 * h + 16 * s + i] >> (2 * t)) & 3) << 4;
+        }
+        unpermute_quants(&u)
+    }
+
+    /// The signed scale of 16-weight group `j` (0..16), as in ggml's layout.
+    pub fn scale(&self, j: usize) -> i8 {
+        self.scales[j / 2 + 8 * (j % 2)] as i8
+    }
+}
+
+impl From<&BlockQ6K> for BlockQ6KInterleaved {
+    fn from(b: &BlockQ6K) -> Self {
+        let u = permute_quants(&b.quants());
+        let mut out = BlockQ6KInterleaved {
+            ql: [0; 128],
+            qh: [0; 64],
+            scales: core::array::from_fn(|k| b.scales[2 * (k % 8) + k / 8]),
+            d: b.d,
+        };
+        for (n, &q) in u.iter().enumerate() {
+            let (v, i) = (n / 16, n % 16);
+            let (h, t, s) = (v / 8, (v % 8) / 2, v % 2);
+            let nibble = if t < 2 { q & 15 } else { (q & 15) << 4 };
+            out.ql[64 * h + 16 * (2 * (t % 2) + s) + i] |= nibble;
+            out.qh[32 * h + 16 * s + i] |= (q >> 4 & 3) << (2 * t);
+        }
+        out
+    }
+}
+
+impl From<&BlockQ6KInterleaved> for BlockQ6K {
+    fn from(b: &BlockQ6KInterleaved) -> Self {
+        let mut out = BlockQ6K {
+            ql: [0; 128],
+            qh: [0; 64],
+            scales: core::array::from_fn(|j| b.scale(j) as u8),
+            d: b.d,
+        };
+        out.set_quants(&b.quants());
+        out
+    }
+}
+
+impl BlockQ4KInterleaved {
+    /// The 256 quants `q` (0..16) in weight order.
+    pub fn quants(&self) -> [u8; QK_K] {
+        let u = core::array::from_fn(|n| {
+            let (v, i) = (n / 16, n % 16);
+            let (h, t) = (v / 8, v % 8);
+            let byte = self.qs[16 * (4 * h + t % 4) + i];
+            if t < 4 {
+                byte & 15
+            } else {
+                byte >> 4
+            }
+        });
+        unpermute_quants(&u)
+    }
+}
+
+impl From<&BlockQ4K> for BlockQ4KInterleaved {
+    fn from(b: &BlockQ4K) -> Self {
+        let u = permute_quants(&b.quants());
+        let mut qs = [0u8; 128];
+        for (n, &q) in u.iter().enumerate() {
+            let (v, i) = (n / 16, n % 16);
+            let (h, t) = (v / 8, v % 8);
+            qs[16 * (4 * h + t % 4) + i] |= if t < 4 { q & 15 } else { (q & 15) << 4 };
+        }
+        BlockQ4KInterleaved {
+            d: b.d,
+            dmin: b.dmin,
+            scales: b.scales,
+            qs,
+        }
+    }
+}
+
+impl From<&BlockQ4KInterleaved> for BlockQ4K {
+    fn from(b: &BlockQ4KInterleaved) -> Self {
+        let mut out = BlockQ4K {
+            d: b.d,
+            dmin: b.dmin,
+            scales: b.scales,
+            qs: [0; 128],
+        };
+        out.set_quants(&b.quants());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{random_blocks, SplitMix64};
+    use crate::QuantType;
+
+    #[test]
+    fn the_permutation_is_one_to_one_and_keeps_lanes_in_their_32_weights() {
+        let mut seen = [false; QK_K];
+        for v in 0..16 {
+            for i in 0..16 {
+                let w = weight(v, i);
+                assert!(!seen[w], "weight {w} twice");
+                seen[w] = true;
+                assert_eq!(w / 32, i / 2, "lane {} of vector {v}", i / 2);
+                assert_eq!(w / 16 % 2, usize::from(v >= 8), "Q6_K group parity");
+            }
+        }
+        let q: [u8; QK_K] = core::array::from_fn(|w| w as u8);
+        assert_eq!(unpermute_quants(&permute_quants(&q)), q);
+    }
+
+    #[test]
+    fn q6k_blocks_convert_both_ways_keeping_every_quant_and_scale() {
+        let mut rng = SplitMix64::new(11);
+        let mut bytes = [0u8; 8 * 210];
+        random_blocks(&mut rng, QuantType::Q6K, &mut bytes).unwrap();
+        for g in bytemuck::cast_slice::<u8, BlockQ6K>(&bytes) {
+            let i = BlockQ6KInterleaved::from(g);
+            assert_eq!(i.quants(), g.quants());
+            assert!((0..16).all(|j| i.scale(j) == g.scale(j)));
+            assert_eq!(BlockQ6K::from(&i), *g);
+        }
+    }
+
+    #[test]
+    fn q4k_blocks_convert_both_ways_keeping_every_quant() {
+        let mut rng = SplitMix64::new(12);
+        let mut bytes = [0u8; 8 * 144];
+        random_blocks(&mut rng, QuantType::Q4K, &mut bytes).unwrap();
+        for g in bytemuck::cast_slice::<u8, BlockQ4K>(&bytes) {
+            let i = BlockQ4KInterleaved::from(g);
+            assert_eq!(i.quants(), g.quants());
+            assert_eq!(BlockQ4K::from(&i), *g);
+        }
+    }
+}
