@@ -68,6 +68,8 @@ pub enum Problem {
     UnknownDtype(String),
     /// The `layout` string is not a layout kquant knows.
     UnknownLayout(String),
+    /// Rows too long for the layout (kquant's own message, `Error::RowTooLong`).
+    RowTooLong(kquant::Error),
     /// The format cannot be stored in the layout.
     UnsupportedLayout {
         /// The format's name.
@@ -151,10 +153,11 @@ impl fmt::Display for Error {
             Problem::UnknownDtype(dtype) => {
                 write!(f, "unknown dtype {dtype:?}, expected \"q4_k\" or \"q6_k\"")
             }
+            Problem::RowTooLong(e) => write!(f, "{e}"),
             Problem::UnknownLayout(layout) => {
                 write!(
                     f,
-                    "unknown layout {layout:?}, expected \"ggml\" or \"packed6\""
+                    "unknown layout {layout:?}, expected \"ggml\", \"packed6\" or \"interleaved\""
                 )
             }
             Problem::UnsupportedLayout { dtype, layout } => {

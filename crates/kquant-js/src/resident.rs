@@ -20,11 +20,12 @@ const DTYPE: &str = r#"
 /** The quantization formats: ggml's Q4_K and Q6_K. */
 export type Dtype = "q4_k" | "q6_k";
 /**
- * How a slice's blocks are laid out: ggml's own bytes, or (Q6_K only) kquant's "packed6", the
- * same bytes per block rearranged for the kernels (`cobordism slice --layout packed6`; the
- * manifest's `layout`). Both give the same bits.
+ * How a slice's blocks are laid out: ggml's own bytes, or one of kquant's, the same bytes per
+ * block rearranged for the wasm kernels: "packed6" (Q6_K only; faster exact mode) or
+ * "interleaved" (faster int8 mode; rows of at most 16384 columns). `cobordism slice --layout`
+ * cuts them and the manifest's `layout` names them. All give the same bits.
  */
-export type Layout = "ggml" | "packed6";
+export type Layout = "ggml" | "packed6" | "interleaved";
 "#;
 
 /// A `rows × cols` Q4_K or Q6_K matrix resident in wasm memory.
@@ -80,7 +81,7 @@ impl ResidentSlice {
                     CALL,
                     Problem::WrongType {
                         what: "layout",
-                        expected: "\"ggml\", \"packed6\" or undefined",
+                        expected: "\"ggml\", \"packed6\", \"interleaved\" or undefined",
                         got: describe(layout),
                     },
                 )
@@ -199,7 +200,7 @@ impl ResidentSlice {
         self.shape.ty.name().into()
     }
 
-    /// The blocks' layout: `"ggml"` or `"packed6"`.
+    /// The blocks' layout: `"ggml"`, `"packed6"` or `"interleaved"`.
     #[wasm_bindgen(getter, unchecked_return_type = "Layout")]
     pub fn layout(&self) -> String {
         self.shape.layout.name().into()

@@ -47,12 +47,15 @@ impl Shape {
     }
 
     /// This shape with its blocks in `layout` (the same bytes per block), if `layout` supports
-    /// the format.
+    /// the format and rows this long.
     pub fn with_layout(self, call: &'static str, layout: Layout) -> Result<Shape, Error> {
         layout.check(self.ty).map_err(|_| {
             let (dtype, layout) = (self.ty.name(), layout.name());
             Error::new(call, Problem::UnsupportedLayout { dtype, layout })
         })?;
+        layout
+            .check_cols(self.cols)
+            .map_err(|e| Error::new(call, Problem::RowTooLong(e)))?;
         Ok(Shape { layout, ..self })
     }
 
@@ -107,7 +110,7 @@ pub fn parse_dtype(call: &'static str, name: &str) -> Result<QuantType, Error> {
     QuantType::from_name(name).ok_or_else(|| Error::new(call, Problem::UnknownDtype(name.into())))
 }
 
-/// The [`Layout`] named `name` (`"ggml"`, `"packed6"`).
+/// The [`Layout`] named `name` (`"ggml"`, `"packed6"`, `"interleaved"`).
 pub fn parse_layout(call: &'static str, name: &str) -> Result<Layout, Error> {
     Layout::from_name(name).ok_or_else(|| Error::new(call, Problem::UnknownLayout(name.into())))
 }

@@ -15,9 +15,10 @@ export const DTYPES = ["q4_k", "q6_k"];
  * once they are loaded) and loads them.
  * @param {{rows?: number, cols?: number, seed?: number, dequantize?: boolean, dir?: string}} o
  * @returns {{rows: number, cols: number, backend: string, x: Float32Array,
- *   q4_k: {weights: Uint8Array, matvec: Float32Array, matvecInt8: Float32Array, dequant?: Float32Array},
- *   q6_k: {weights: Uint8Array, packed6: Uint8Array, matvec: Float32Array, matvecInt8: Float32Array,
- *     dequant?: Float32Array}}}
+ *   q4_k: {weights: Uint8Array, interleaved: Uint8Array, matvec: Float32Array,
+ *     matvecInt8: Float32Array, dequant?: Float32Array},
+ *   q6_k: {weights: Uint8Array, packed6: Uint8Array, interleaved: Uint8Array, matvec: Float32Array,
+ *     matvecInt8: Float32Array, dequant?: Float32Array}}}
  */
 export function nativeFixtures({ rows, cols, seed, dequantize = true, dir } = {}) {
   if (dir === undefined) {
@@ -53,6 +54,7 @@ export function nativeFixtures({ rows, cols, seed, dequantize = true, dir } = {}
     };
     if (dequantize) f[dtype].dequant = floats(`${dtype}.dequant.f32`);
     if (dtype === "q6_k") f[dtype].packed6 = bytes(`${dtype}.packed6.weights`);
+    f[dtype].interleaved = bytes(`${dtype}.interleaved.weights`);
   }
   return f;
 }

@@ -85,19 +85,21 @@ for (const dtype of DTYPES) {
   });
 }
 
-test("q6_k: a ResidentSlice of packed6 blocks gives the bits of ggml's", () => {
-  for (const [name, f] of shapes) {
-    const slice = new kquant.ResidentSlice("q6_k", f.rows, f.cols, "packed6");
-    try {
-      assert.equal(slice.layout, "packed6");
-      chunked(f.q6_k.packed6, 65536).forEach((c) => slice.append(c));
-      assertSameBits(slice.matVec(f.x), f.q6_k.matvec, `${name} packed6 matVec`);
-      assertSameBits(slice.matVecInt8(f.x), f.q6_k.matvecInt8, `${name} packed6 matVecInt8`);
-    } finally {
-      slice.free();
+for (const [dtype, layout] of [["q6_k", "packed6"], ["q6_k", "interleaved"], ["q4_k", "interleaved"]]) {
+  test(`${dtype}: a ResidentSlice of ${layout} blocks gives the bits of ggml's`, () => {
+    for (const [name, f] of shapes) {
+      const slice = new kquant.ResidentSlice(dtype, f.rows, f.cols, layout);
+      try {
+        assert.equal(slice.layout, layout);
+        chunked(f[dtype][layout], 65536).forEach((c) => slice.append(c));
+        assertSameBits(slice.matVec(f.x), f[dtype].matvec, `${name} ${layout} matVec`);
+        assertSameBits(slice.matVecInt8(f.x), f[dtype].matvecInt8, `${name} ${layout} matVecInt8`);
+      } finally {
+        slice.free();
+      }
     }
-  }
-});
+  });
+}
 
 test("a slice keeps its shape and format", () => {
   const slice = new kquant.ResidentSlice("Q4_K", 3, 512);

@@ -64,11 +64,13 @@ test("ResidentSlice: dtype and shape", () => {
 
 test("ResidentSlice: layout", () => {
   throwsMessage(() => new ResidentSlice("q6_k", 2, 256, "packed4"),
-    'new ResidentSlice: unknown layout "packed4", expected "ggml" or "packed6"');
+    'new ResidentSlice: unknown layout "packed4", expected "ggml", "packed6" or "interleaved"');
   throwsMessage(() => new ResidentSlice("q4_k", 2, 256, "packed6"),
     "new ResidentSlice: q4_k blocks cannot be stored in the packed6 layout");
   throwsMessage(() => new ResidentSlice("q6_k", 2, 256, 6),
-    'new ResidentSlice: layout must be "ggml", "packed6" or undefined, got number');
+    'new ResidentSlice: layout must be "ggml", "packed6", "interleaved" or undefined, got number');
+  throwsMessage(() => new ResidentSlice("q4_k", 2, 64 * 256 + 256, "interleaved"),
+    "new ResidentSlice: rows of 16640 columns are too long for the interleaved layout (at most 16384)");
 });
 
 test("ResidentSlice: more memory than wasm can give is an Error, and the module still works", () => {
