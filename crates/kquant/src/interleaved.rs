@@ -141,16 +141,103 @@ impl From<&BlockQ6K> for BlockQ6KInterleaved {
 }
 
 impl From<&BlockQ6KInterleaved> for BlockQ6K {
+    /// The kernels that read ggml's layout convert every row first, so this runs on whole
+    /// words (see [`ggml_order`]) rather than quant by quant as the other direction does.
     fn from(b: &BlockQ6KInterleaved) -> Self {
-        let mut out = BlockQ6K {
-            ql: [0; 128],
-            qh: [0; 64],
+        // `ql`: bytes four apart trade nibbles (the nibble then selects weight bit 6, as in
+        // ggml's layout), then the 16-bit pairs move to ggml's places.
+        let ql = words(&b.ql, |w| swap_nibbles(w, 0x0000_0000_FFFF_FFFF, 32));
+        // `qh`: the 2-bit fields of the bytes two and four apart are transposed (each byte then
+        // holds the bit pairs of weight bits 6..5, as ggml's), then the pairs move.
+        let qh = words(&b.qh, |w| {
+            let w = delta_swap(w, 0x0000_0000_F0F0_F0F0, 28);
+            delta_swap(w, 0x0000_CCCC_0000_CCCC, 14)
+        });
+        BlockQ6K {
+            ql: ggml_order(&ql, &Q6K_QL_PAIRS),
+            qh: ggml_order(&qh, &Q6K_QH_PAIRS),
             scales: core::array::from_fn(|j| b.scale(j) as u8),
             d: b.d,
-        };
-        out.set_quants(&b.quants());
-        out
+        }
     }
+}
+
+/// `bytes` with `f` applied to each little-endian 64-bit word.
+#[inline(always)]
+fn words<const N: usize>(bytes: &[u8; N], f: impl Fn(u64) -> u64) -> [u8; N] {
+    let mut out = [0u8; N];
+    let (words, _) = bytes.as_chunks::<8>();
+    for (out, &word) in out.as_chunks_mut::<8>().0.iter_mut().zip(words) {
+        *out = f(u64::from_le_bytes(word)).to_le_bytes();
+    }
+    out
+}
+
+/// The nibbles of the bytes that `low` marks and of the bytes `shift` bits above them,
+/// transposed: a marked byte gets both low nibbles (its own, then its partner's), the partner
+/// both high ones.
+#[inline(always)]
+fn swap_nibbles(word: u64, low: u64, shift: u32) -> u64 {
+    let nibbles = 0x0F0F_0F0F_0F0F_0F0F;
+    let (l, h) = (word & nibbles, (word >> 4) & nibbles);
+    let marked = (l & low) | (((l >> shift) & low) << 4);
+    let partners = ((h << shift) & !low) | ((h & !low) << 4);
+    marked | partners
+}
+
+/// The bits that `mask` marks swapped with the bits `shift` above them.
+#[inline(always)]
+fn delta_swap(word: u64, mask: u64, shift: u32) -> u64 {
+    let t = ((word >> shift) ^ word) & mask;
+    word ^ t ^ (t << shift)
+}
+
+/// ggml's bytes from the same bytes in other places: 16-bit pair `i` of the result is pair
+/// `pairs[i]` of `bytes`.
+#[inline(always)]
+fn ggml_order<const N: usize>(bytes: &[u8; N], pairs: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    let (from, _) = bytes.as_chunks::<2>();
+    for (out, &pair) in out.as_chunks_mut::<2>().0.iter_mut().zip(pairs) {
+        *out = from[usize::from(pair) % from.len()];
+    }
+    out
+}
+
+/// For each 16-bit pair of a Q4_K block's `qs` in ggml's layout, the pair of the interleaved
+/// `qs` (after [`swap_nibbles`]) that holds its weights. With the weight index's bits
+/// `b7..b0`, ggml's pair `(b7 b6 b4 b3 b2 b1)` (b5 is the nibble) comes from the interleaved
+/// pair `(b4 b2 b1 b7 b6 b3)`.
+const Q4K_PAIRS: [u8; 64] = pairs([7, 6, 4, 3, 2, 1], [4, 2, 1, 7, 6, 3]);
+
+/// As [`Q4K_PAIRS`] for a Q6_K block's `ql`: ggml's pair `(b7 b5 b4 b3 b2 b1)` (b6 is the
+/// nibble) from the interleaved pair `(b4 b2 b1 b7 b3 b5)`.
+const Q6K_QL_PAIRS: [u8; 64] = pairs([7, 5, 4, 3, 2, 1], [4, 2, 1, 7, 3, 5]);
+
+/// As [`Q4K_PAIRS`] for a Q6_K block's `qh`: ggml's pair `(b7 b4 b3 b2 b1)` (b6 b5 are the bit
+/// pair) from the interleaved pair `(b4 b1 b7 b3 b2)`.
+const Q6K_QH_PAIRS: [u8; 32] = pairs([7, 4, 3, 2, 1], [4, 1, 7, 3, 2]);
+
+/// The table of source pair indices for each destination pair index `i`: both indices are
+/// made of the same weight-index bits, named most significant first by `to` and `from`.
+const fn pairs<const N: usize, const B: usize>(to: [u8; B], from: [u8; B]) -> [u8; N] {
+    let mut table = [0u8; N];
+    let mut i = 0;
+    while i < N {
+        let (mut index, mut k) = (0, 0);
+        while k < B {
+            // The bit `from[k]` names, where `to` has it in `i`.
+            let mut at = 0;
+            while to[at] != from[k] {
+                at += 1;
+            }
+            index = 2 * index + (i >> (B - 1 - at)) % 2;
+            k += 1;
+        }
+        table[i] = index as u8;
+        i += 1;
+    }
+    table
 }
 
 impl BlockQ4KInterleaved {
@@ -189,15 +276,16 @@ impl From<&BlockQ4K> for BlockQ4KInterleaved {
 }
 
 impl From<&BlockQ4KInterleaved> for BlockQ4K {
+    /// On whole words, as the Q6_K conversion: bytes two apart trade nibbles (the nibble then
+    /// selects weight bit 5, as in ggml's layout), then the 16-bit pairs move to ggml's places.
     fn from(b: &BlockQ4KInterleaved) -> Self {
-        let mut out = BlockQ4K {
+        let qs = words(&b.qs, |w| swap_nibbles(w, 0x0000_FFFF_0000_FFFF, 16));
+        BlockQ4K {
             d: b.d,
             dmin: b.dmin,
             scales: b.scales,
-            qs: [0; 128],
-        };
-        out.set_quants(&b.quants());
-        out
+            qs: ggml_order(&qs, &Q4K_PAIRS),
+        }
     }
 }
 

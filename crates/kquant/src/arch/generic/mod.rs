@@ -491,19 +491,16 @@ pub(crate) fn run<V: Vector>(v: V, job: Job<'_>) {
 }
 
 /// The most blocks a row converted to ggml's layout has (`crate::Layout::INTERLEAVED_MAX_COLS`).
-const CONVERTED_ROW_BLOCKS: usize = crate::Layout::INTERLEAVED_MAX_COLS / QK_K;
+pub(super) const CONVERTED_ROW_BLOCKS: usize = crate::Layout::INTERLEAVED_MAX_COLS / QK_K;
 
 /// `row` converted block by block to `G` (ggml's blocks), in a buffer on the stack, and how
 /// many blocks it holds (`QMatrix` keeps rows of converted layouts within the buffer).
 #[inline(always)]
-fn ggml_row<B, G>(row: &[B]) -> ([G; CONVERTED_ROW_BLOCKS], usize)
+pub(super) fn ggml_row<B, G>(row: &[B]) -> ([G; CONVERTED_ROW_BLOCKS], usize)
 where
-    G: for<'a> From<&'a B> + bytemuck::Zeroable + Copy,
+    G: for<'b> From<&'b B> + bytemuck::Zeroable,
 {
-    let mut ggml = [G::zeroed(); CONVERTED_ROW_BLOCKS];
-    for (out, b) in ggml.iter_mut().zip(row) {
-        *out = G::from(b);
-    }
+    let ggml = core::array::from_fn(|i| row.get(i).map_or_else(G::zeroed, G::from));
     (ggml, row.len().min(CONVERTED_ROW_BLOCKS))
 }
 
@@ -516,7 +513,7 @@ struct Converted<K, B>(K, PhantomData<B>);
 impl<K, B> RowKernel for Converted<K, B>
 where
     K: RowKernel,
-    K::Block: for<'a> From<&'a B> + bytemuck::Zeroable + Copy,
+    K::Block: for<'a> From<&'a B> + bytemuck::Zeroable,
     B: Copy,
 {
     const WIDEST_PASS: usize = K::WIDEST_PASS;
