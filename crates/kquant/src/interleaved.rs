@@ -29,14 +29,18 @@
 //!     ql[64h + 16·(2·(t mod 2) + u) + i]: q & 15 in the low nibble (t < 2) or the high (t ≥ 2)
 //!     qh[32h + 16u + i]: q >> 4 in bits 2t..2t + 2
 //!   scales[k] = ggml's scales[2k], scales[8 + k] = ggml's scales[2k + 1] (k in 0..8)
-//! BlockQ4KInterleaved (144 bytes): d, dmin, scales[12], qs[128] — ggml's fields, scales and d
+//! BlockQ4KInterleaved (144 bytes): d, dmin, scales[12], qs[128] — ggml's fields, d and dmin
 //!   vector v = 8h + t (h in 0..2, t in 0..8), byte i, quant q = U_v[i]:
 //!     qs[16·(4h + t mod 4) + i]: q in the low nibble (t < 4) or the high (t ≥ 4)
+//!   the six-bit scale sc[s] and min m[s] of sub-block s (0..8):
+//!     scales[s] = sc[s] | (m[s] & 3) << 6
+//!     scales[8 + s mod 4]: m[s] >> 2 in the low nibble (s < 4) or the high (s ≥ 4)
 //! ```
 //!
 //! A Q6_K vector is then unpacked as in ggml's layout (a nibble of one `ql` register and a bit
 //! pair of one `qh` register), a Q4_K vector by one mask (and a shift): the same work per
-//! vector, while the splats go away. Kernels that read ggml's layout (the exact mode, the
+//! vector, while the splats go away. Q4_K's scales and mins come out of two loads as eight
+//! 16-bit lanes each by a few vector operations, where ggml's packing needs scalar work. Kernels that read ggml's layout (the exact mode, the
 //! backends without an interleaved kernel) get each row converted back first.
 
 use bytemuck::{Pod, Zeroable};
@@ -91,7 +95,7 @@ pub struct BlockQ4KInterleaved {
     pub d: [u8; 2],
     /// Super-block scale for the sub-block mins, f16 little-endian, as in [`BlockQ4K`].
     pub dmin: [u8; 2],
-    /// Eight 6-bit scales and mins, packed as in [`BlockQ4K`].
+    /// Eight 6-bit scales and mins, packed as the module docs say.
     pub scales: [u8; 12],
     /// The quants, two per byte.
     pub qs: [u8; 128],
@@ -241,6 +245,25 @@ const fn pairs<const N: usize, const B: usize>(to: [u8; B], from: [u8; B]) -> [u
 }
 
 impl BlockQ4KInterleaved {
+    /// The eight 6-bit scales and the eight mins (module docs).
+    pub fn scales_mins(&self) -> ([u8; 8], [u8; 8]) {
+        let s = &self.scales;
+        let sc = core::array::from_fn(|k| s[k] & 63);
+        let m = core::array::from_fn(|k| s[k] >> 6 | ((s[8 + k % 4] >> (4 * (k / 4))) & 15) << 2);
+        (sc, m)
+    }
+
+    /// Packs eight 6-bit scales and mins (their low six bits) as [`Self::scales_mins`] reads
+    /// them.
+    pub fn pack_scales(sc: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
+        let mut out = [0u8; 12];
+        for k in 0..8 {
+            out[k] = (sc[k] & 63) | (m[k] & 3) << 6;
+            out[8 + k % 4] |= ((m[k] & 63) >> 2) << (4 * (k / 4));
+        }
+        out
+    }
+
     /// The 256 quants `q` (0..16) in weight order.
     pub fn quants(&self) -> [u8; QK_K] {
         let u = core::array::from_fn(|n| {
@@ -266,10 +289,11 @@ impl From<&BlockQ4K> for BlockQ4KInterleaved {
             let (h, t) = (v / 8, v % 8);
             qs[16 * (4 * h + t % 4) + i] |= if t < 4 { q & 15 } else { (q & 15) << 4 };
         }
+        let (sc, m) = b.scales_mins();
         BlockQ4KInterleaved {
             d: b.d,
             dmin: b.dmin,
-            scales: b.scales,
+            scales: BlockQ4KInterleaved::pack_scales(&sc, &m),
             qs,
         }
     }
@@ -280,10 +304,11 @@ impl From<&BlockQ4KInterleaved> for BlockQ4K {
     /// selects weight bit 5, as in ggml's layout), then the 16-bit pairs move to ggml's places.
     fn from(b: &BlockQ4KInterleaved) -> Self {
         let qs = words(&b.qs, |w| swap_nibbles(w, 0x0000_FFFF_0000_FFFF, 16));
+        let (sc, m) = b.scales_mins();
         BlockQ4K {
             d: b.d,
             dmin: b.dmin,
-            scales: b.scales,
+            scales: BlockQ4K::pack_scales(&sc, &m),
             qs: ggml_order(&qs, &Q4K_PAIRS),
         }
     }
@@ -325,6 +350,22 @@ mod tests {
     }
 
     #[test]
+    fn every_q4k_scale_and_min_survives_the_packing() {
+        for v in 0..64u8 {
+            let sc: [u8; 8] = core::array::from_fn(|k| (v + 7 * k as u8) & 63);
+            let m: [u8; 8] = core::array::from_fn(|k| (v + 13 * k as u8 + 5) & 63);
+            let packed = BlockQ4KInterleaved::pack_scales(&sc, &m);
+            let b = BlockQ4KInterleaved {
+                d: [0; 2],
+                dmin: [0; 2],
+                scales: packed,
+                qs: [0; 128],
+            };
+            assert_eq!(b.scales_mins(), (sc, m));
+        }
+    }
+
+    #[test]
     fn q4k_blocks_convert_both_ways_keeping_every_quant() {
         let mut rng = SplitMix64::new(12);
         let mut bytes = [0u8; 8 * 144];
@@ -332,6 +373,7 @@ mod tests {
         for g in bytemuck::cast_slice::<u8, BlockQ4K>(&bytes) {
             let i = BlockQ4KInterleaved::from(g);
             assert_eq!(i.quants(), g.quants());
+            assert_eq!(i.scales_mins(), g.scales_mins());
             assert_eq!(BlockQ4K::from(&i), *g);
         }
     }

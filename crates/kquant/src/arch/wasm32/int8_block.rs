@@ -336,6 +336,28 @@ pub(super) fn q6k_interleaved_sum<const R: bool>(
     reduce(i32x4_sub(sum, i32x4_shl(correction, 5)))
 }
 
+/// The scales and the mins of a Q4_K block in the interleaved layout as i16 lanes, unpacked
+/// as `BlockQ4KInterleaved::scales_mins` says: bytes 0..8 widened give `sc` in their low six
+/// bits and `m`'s low two bits above; the nibbles of bytes 8..12, widened, masked and shifted
+/// apart, and their two halves joined, give `m`'s high four bits.
+#[inline(always)]
+fn q4k_interleaved_scales_mins(b: &BlockQ4KInterleaved) -> (v128, v128) {
+    let (low, high) = b.scales.split_at(8);
+    // SAFETY: `low` is 8 readable bytes, `high` 4.
+    let (low, high) = unsafe {
+        (
+            u16x8_load_extend_u8x8(low.as_ptr()),
+            u16x8_extend_low_u8x16(v128_load32_zero(high.as_ptr().cast())),
+        )
+    };
+    let sc = v128_and(low, i16x8_splat(63));
+    let nibbles = i16x8_shuffle::<0, 1, 2, 3, 8, 9, 10, 11>(
+        v128_and(high, i16x8_splat(15)),
+        u16x8_shr(high, 4),
+    );
+    (sc, v128_or(u16x8_shr(low, 6), i16x8_shl(nibbles, 2)))
+}
+
 /// `(S, M)` of a Q4_K block in the interleaved layout (`crate::interleaved`), against the
 /// vector's permuted quants and group sums: lane `k` of every vector is sub-block `k`, so the
 /// products of a half block's eight vectors add up in i16 (at most 8·2·15·127) and take the
@@ -347,10 +369,7 @@ pub(super) fn q4k_interleaved_sums<const R: bool>(
     xq8: &[i8; QK_K],
     bsums: &[i16; 16],
 ) -> (i32, i32) {
-    // The scales and mins are packed as in ggml's blocks, at the same offsets.
-    let (sc, m) = bytemuck::cast_ref::<_, BlockQ4K>(b).scales_mins();
-    let sc = u16x8_extend_low_u8x16(u64x2(u64::from_le_bytes(sc), 0));
-    let m = u16x8_extend_low_u8x16(u64x2(u64::from_le_bytes(m), 0));
+    let (sc, m) = q4k_interleaved_scales_mins(b);
     let group_pairs = i16x8_add(load16(&bsums[..8]), load16(&bsums[8..]));
     let mins = i32x4_dot_i16x8(m, group_pairs);
     let nibble = v.nibbles;
