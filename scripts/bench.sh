@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/BENCHMARKS.md and docs/benchmarks.svg in one run: first the wasm kernels where
 # users run them, in workerd beside Node (benches/engine: the same module and harness in both,
-# with the memory floor, llama.cpp's ggml and candle's simd128 kernels, batches, both Q6_K layouts
+# with the memory floor, llama.cpp's ggml and candle's simd128 kernels, batches, kquant's layouts
 # and the simd128 idioms), then kquant per backend and mode next to
 # the memory floor (native and wasm32 under Node), the candle-core peer (native and wasm), the
 # JavaScript package against plain JS, the shard end to end in workerd (with its per-request
@@ -119,7 +119,12 @@ exact for the operands it gets: \`crates/kquant/src/arch/wasm32/simd128.rs\`; th
 ships), both in one workerd process, alternated call by call with two read-only passes over the
 same bytes (each 64-byte line touched once; every byte loaded into a \`v128\`): "/ floor" is a
 kernel's time per vector over the faster of the two (workerd only: Node 20's relaxed SIMD is not
-the final instruction).
+the final instruction). Its ", interleaved" rows run the same case with the blocks in kquant's
+interleaved layout (\`cobordism slice --layout interleaved\`, same bytes per block, same bits,
+checked on every row first), whose int8 kernel multiplies a register of products by one of scales
+instead of a splat per scale group; only the relaxed build has that kernel's full speed, and the
+exact mode on that layout converts each row back to ggml's first (not timed here: ~3.8× ggml's
+time in V8, docs/BENCHMARKS-notes.md).
 
 $(cat "$out/engine.md")
 
