@@ -122,9 +122,9 @@ kernel's time per vector over the faster of the two (workerd only: Node 20's rel
 the final instruction). Its ", interleaved" rows run the same case with the blocks in kquant's
 interleaved layout (\`cobordism slice --layout interleaved\`, same bytes per block, same bits,
 checked on every row first), whose int8 kernel multiplies a register of products by one of scales
-instead of a splat per scale group; only the relaxed build has that kernel's full speed, and the
-exact mode on that layout converts each row back to ggml's first (not timed here: ~3.8× ggml's
-time in V8, docs/BENCHMARKS-notes.md).
+instead of a splat per scale group (on the plain build that kernel is slower than its ggml one);
+the exact mode on that layout converts each row back to ggml's first (not timed here: ~3.8×
+ggml's time in V8, docs/BENCHMARKS-notes.md).
 
 $(cat "$out/engine.md")
 

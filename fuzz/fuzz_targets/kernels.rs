@@ -1,6 +1,6 @@
 //! Arbitrary bytes as Q4_K/Q6_K matrices of any shape: every call either fails with a typed
-//! error or succeeds, and every backend gives the same bits (any NaN equals any NaN); Q6_K bytes
-//! read as packed6 blocks give the bits of their ggml form.
+//! error or succeeds, and every backend gives the same bits (any NaN equals any NaN); the bytes
+//! read as blocks of kquant's own layouts give the bits of their ggml form.
 #![no_main]
 
 use kquant::{dequantize_layout_with, dequantize_with, repack, Backend, Layout, QMatrix, QuantType};
@@ -46,15 +46,19 @@ fuzz_target!(|data: &[u8]| {
         dequantize_with(backend, ty, weights, &mut dq).unwrap();
         assert!(same(&dq, &dq_ref), "{backend} dequantize differs");
     }
-    if ty == QuantType::Q6K {
-        // The same bytes read as packed6 blocks equal their ggml form, on every backend, and
-        // repacking is a bijection.
-        let packed = QMatrix::with_layout(ty, Layout::Packed6, weights, rows, cols).unwrap();
+    // The same bytes read as blocks of each of kquant's layouts equal their ggml form, on every
+    // backend, and repacking is a bijection.
+    for layout in Layout::ALL {
+        if layout == Layout::Ggml || !layout.supports(ty) || layout.check_cols(cols).is_err() {
+            continue;
+        }
+        let name = layout.name();
+        let repacked = QMatrix::with_layout(ty, layout, weights, rows, cols).unwrap();
         let mut ggml = weights.to_vec();
-        repack(ty, Layout::Packed6, Layout::Ggml, &mut ggml).unwrap();
+        repack(ty, layout, Layout::Ggml, &mut ggml).unwrap();
         let mut back = ggml.clone();
-        repack(ty, Layout::Ggml, Layout::Packed6, &mut back).unwrap();
-        assert!(back == weights, "repacking is not a bijection");
+        repack(ty, Layout::Ggml, layout, &mut back).unwrap();
+        assert!(back == weights, "repacking {name} is not a bijection");
         let mut want = vec![0.0; rows];
         let g = QMatrix::new(ty, &ggml, rows, cols).unwrap();
         g.mat_vec_with(Backend::Scalar, &x, &mut want, &mut scratch).unwrap();
@@ -62,11 +66,11 @@ fuzz_target!(|data: &[u8]| {
         dequantize_with(Backend::Scalar, ty, &ggml, &mut dq_want).unwrap();
         for backend in Backend::available() {
             let mut out = vec![0.0; rows];
-            packed.mat_vec_with(backend, &x, &mut out, &mut scratch).unwrap();
-            assert!(same(&out, &want), "{backend} on packed6 differs from ggml's layout");
+            repacked.mat_vec_with(backend, &x, &mut out, &mut scratch).unwrap();
+            assert!(same(&out, &want), "{backend} on {name} differs from ggml's layout");
             let mut dq = vec![0.0; rows * cols];
-            dequantize_layout_with(backend, ty, Layout::Packed6, weights, &mut dq).unwrap();
-            assert!(same(&dq, &dq_want), "{backend} dequantize of packed6 differs");
+            dequantize_layout_with(backend, ty, layout, weights, &mut dq).unwrap();
+            assert!(same(&dq, &dq_want), "{backend} dequantize of {name} differs");
         }
     }
 });

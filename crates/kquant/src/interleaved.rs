@@ -40,8 +40,9 @@
 //! A Q6_K vector is then unpacked as in ggml's layout (a nibble of one `ql` register and a bit
 //! pair of one `qh` register), a Q4_K vector by one mask (and a shift): the same work per
 //! vector, while the splats go away. Q4_K's scales and mins come out of two loads as eight
-//! 16-bit lanes each by a few vector operations, where ggml's packing needs scalar work. Kernels that read ggml's layout (the exact mode, the
-//! backends without an interleaved kernel) get each row converted back first.
+//! 16-bit lanes each by a few vector operations, where ggml's packing needs scalar work.
+//! Kernels that read ggml's layout (the exact mode, the backends without an interleaved kernel)
+//! get each row converted back first.
 
 use bytemuck::{Pod, Zeroable};
 

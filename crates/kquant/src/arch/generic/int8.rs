@@ -393,11 +393,9 @@ impl BlockRun for Q6InterleavedRun {
         dx: &[f32; K],
         sums: &[i32; K],
     ) -> [f32; K] {
-        let mut terms = [0.0f32; K];
-        for ((term, b), (&dx, &total)) in terms.iter_mut().zip(blocks).zip(dx.iter().zip(sums)) {
-            *term = q6k_term(v.f16_to_f32(b.d), dx, total);
-        }
-        terms
+        // `d` sits where ggml's blocks have it, which is all the terms read.
+        let ggml = bytemuck::cast_ref::<_, [BlockQ6K; K]>(blocks);
+        Q6Run::<BlockQ6K>::terms(v, ggml, dx, sums)
     }
 }
 
