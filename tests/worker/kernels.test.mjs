@@ -3,9 +3,10 @@
 // (`COBORDISM_WASM_SIMD=plain scripts/build-worker.sh --out target/worker-plain/build`), each
 // against native kquant's bits, on the int8 mode's edge cases: weights at the quants' and scales'
 // extremes (`cobordism synth --extreme`), hidden vectors at ±amax and on the 8-bit quantization's
-// rounding edges, passes of 1…8 vectors, both Q6_K layouts and Q4_K. The relaxed dot product's
-// results are only defined for a 7-bit second operand (crates/kquant/src/arch/wasm32/simd128.rs):
-// workerd's V8 is where a wrong operand would show (scripts/must-fail.sh's `signed_i7`).
+// rounding edges, passes of 1…8 vectors, Q6_K in each of its layouts and Q4_K in both of its.
+// The relaxed dot product's results are only defined for a 7-bit second operand
+// (crates/kquant/src/arch/wasm32/simd128.rs): workerd's V8 is where a wrong operand would show
+// (scripts/must-fail.sh's `signed_i7`).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
@@ -20,7 +21,9 @@ const BUILDS = [
 const MODELS = [
   { type: "q6_k", hidden: 1280, vocab: 1001, seed: 3 },
   { type: "q6_k", hidden: 1280, vocab: 1001, seed: 3, layout: "packed6" },
+  { type: "q6_k", hidden: 1280, vocab: 1001, seed: 3, layout: "interleaved" },
   { type: "q4_k", hidden: 768, vocab: 777, seed: 4 },
+  { type: "q4_k", hidden: 768, vocab: 777, seed: 4, layout: "interleaved" },
 ];
 const HIDDEN_SEED = 29;
 

@@ -147,7 +147,7 @@ impl From<&BlockQ6K> for BlockQ6KInterleaved {
 
 impl From<&BlockQ6KInterleaved> for BlockQ6K {
     /// The kernels that read ggml's layout convert every row first, so this runs on whole
-    /// words (see [`ggml_order`]) rather than quant by quant as the other direction does.
+    /// words (`ggml_order`) rather than quant by quant as the other direction does.
     fn from(b: &BlockQ6KInterleaved) -> Self {
         // `ql`: bytes four apart trade nibbles (the nibble then selects weight bit 6, as in
         // ggml's layout), then the 16-bit pairs move to ggml's places.

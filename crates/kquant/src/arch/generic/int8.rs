@@ -34,6 +34,12 @@
 //! runs of a backend that computes their terms lane by lane with the same operations
 //! (`Vector::q4k_int8_terms`: simd128), and the terms are added in block order, for every
 //! backend and pass.
+//!
+//! Blocks in the interleaved layout (`crate::interleaved`) take their sums from
+//! `Vector::q6k_interleaved_int8_sums` / `q4k_interleaved_int8_sums` (simd128) against a copy of
+//! the activation quants permuted the same way ([`PreparedInterleaved`]), in every pass one
+//! vector after the other; a backend without them runs the kernel of ggml's layout on each row
+//! converted back.
 
 use core::marker::PhantomData;
 

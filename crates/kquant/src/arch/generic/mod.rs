@@ -69,6 +69,10 @@
 //!   weight `k` is the field at bit `6k`, `q − 32` in six-bit two's complement, sign-extended by
 //!   `(u << (26 − 6k)) >> 26`; a conversion makes it an exact f32. The int8 mode reads the same
 //!   fields (`Vector::dot_scaled_packed6`).
+//! * Q4_K and Q6_K in kquant's interleaved layout (`crate::interleaved`): the exact mode, and
+//!   the int8 mode on backends without interleaved block sums, read each row converted back to
+//!   ggml's layout ([`Converted`], [`ggml_row`]); simd128's int8 mode takes the blocks' sums
+//!   from `Vector::q6k_interleaved_int8_sums` / `q4k_interleaved_int8_sums`.
 //!
 //! Dequantization uses the same unpacking and ggml's own arithmetic: `(d·scale)·(q − 32)` for
 //! Q6_K and `(d·sc)·q − dmin·m` for Q4_K, so it is bit-identical to ggml's
