@@ -23,6 +23,11 @@
 //! `f32x4` lanes ([`q4k_terms`]), with `d` and `dmin` converted from f16 four at a time by the
 //! generic conversion's own steps ([`f16x4_to_f32`]): the same operations on each lane, so the
 //! same bits.
+//!
+//! Blocks in kquant's interleaved layout (`crate::interleaved`) need no splats: lane `k` of
+//! each of their registers belongs to one scale group, so the products of several registers add
+//! up in i16 lanes and one `i32x4.dot_i16x8` against the eight groups' scales takes them all
+//! ([`LaneSums`]; [`q6k_interleaved_sum`], [`q4k_interleaved_sums`]).
 
 use core::arch::wasm32::*;
 
