@@ -170,7 +170,7 @@ pub struct SliceReport {
     pub row_count: usize,
     /// `q4_k` or `q6_k`.
     pub dtype: String,
-    /// The bytes' layout (`ggml`, `packed6`).
+    /// The bytes' layout (`ggml`, `packed6`, `interleaved`).
     pub layout: Cow<'static, str>,
     /// The hidden size.
     pub hidden: usize,
