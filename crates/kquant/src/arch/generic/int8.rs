@@ -30,10 +30,10 @@
 //! A one-vector pass (the decode case) takes `S` and `M` from the backend where it has its own
 //! integer code for them (`Vector::q6k_int8_sums`, `q4k_int8_sums`: AVX2 and AVX-512 for runs
 //! of one to four blocks, simd128 for one, and for Q4_K four), mostly four at a time
-//! ([`one_vector`]); the float epilogue is here ([`q6k_term`], [`q4k_term`]), but for Q4_K
-//! runs of a backend that computes their terms lane by lane with the same operations
-//! (`Vector::q4k_int8_terms`: simd128), and the terms are added in block order, for every
-//! backend and pass.
+//! ([`one_vector`]); the float epilogue is here ([`q6k_term`], [`q4k_term`]), but for runs of
+//! four where the backend computes their terms lane by lane with the same operations
+//! (`Vector::q6k_int8_terms`: AVX2 and AVX-512; `q4k_int8_terms`: those and simd128), and the
+//! terms are added in block order, for every backend and pass.
 //!
 //! Blocks in the interleaved layout (`crate::interleaved`) take their sums from
 //! `Vector::q6k_interleaved_int8_sums` / `q4k_interleaved_int8_sums` (simd128) against a copy of
@@ -296,8 +296,8 @@ fn add_q6_chunk<V: Vector, B: Q6Block, const N: usize>(
 }
 
 /// The blocks of a one-vector pass: their integer sums from the backend, `K` consecutive blocks
-/// at a time (`Vector::q6k_int8_sums`, `q4k_int8_sums`), and their float terms (Q4_K's from
-/// the backend where it has a faster exact way: `Vector::q4k_int8_terms`).
+/// at a time (`Vector::q6k_int8_sums`, `q4k_int8_sums`), and their float terms (from the
+/// backend where it has a faster exact way: `Vector::q6k_int8_terms`, `q4k_int8_terms`).
 trait BlockRun {
     type Block;
     /// A block's integer sums: `S`, or Q4_K's `(S, M)`.
@@ -338,9 +338,16 @@ impl<B: Q6Block> BlockRun for Q6Run<B> {
         dx: &[f32; K],
         sums: &[i32; K],
     ) -> [f32; K] {
+        let mut d = [[0u8; 2]; K];
+        for (d, b) in d.iter_mut().zip(blocks) {
+            *d = b.d();
+        }
+        if let Some(terms) = v.q6k_int8_terms(&d, dx, sums) {
+            return terms;
+        }
         let mut terms = [0.0f32; K];
-        for ((term, b), (&dx, &total)) in terms.iter_mut().zip(blocks).zip(dx.iter().zip(sums)) {
-            *term = q6k_term(v.f16_to_f32(b.d()), dx, total);
+        for ((term, &d), (&dx, &total)) in terms.iter_mut().zip(&d).zip(dx.iter().zip(sums)) {
+            *term = q6k_term(v.f16_to_f32(d), dx, total);
         }
         terms
     }

@@ -324,6 +324,19 @@ pub(crate) trait Vector: Copy {
     ) -> Option<[(i32, i32); K]> {
         None
     }
+    /// The int8 mode's float terms of a run of `K` Q6_K blocks against one vector,
+    /// `(d·dx)·f32(S)` block by block (`generic::int8`'s epilogue: the same operations, so the
+    /// same bits), from the blocks' `d` (f16), the vector's block scales `dx` and the blocks'
+    /// `S`; `None` where the backend leaves them to the generic code, one block at a time.
+    #[inline(always)]
+    fn q6k_int8_terms<const K: usize>(
+        self,
+        _d: &[[u8; 2]; K],
+        _dx: &[f32; K],
+        _sums: &[i32; K],
+    ) -> Option<[f32; K]> {
+        None
+    }
     /// The int8 mode's float terms of a run of `K` Q4_K blocks against one vector,
     /// `(d·dx)·f32(S) − (dmin·dx)·f32(M)` block by block (`generic::int8`'s epilogue: the same
     /// operations, so the same bits), from the vector's block scales `dx` and the blocks'

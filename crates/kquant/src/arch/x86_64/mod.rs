@@ -26,6 +26,40 @@ macro_rules! int8_block_sums {
             // SAFETY: as in `q6k_int8_sums`.
             unsafe { super::int8_block::q4k_sums(b, xq8, bsums) }
         }
+        #[inline(always)]
+        fn q6k_int8_terms<const K: usize>(
+            self,
+            d: &[[u8; 2]; K],
+            dx: &[f32; K],
+            sums: &[i32; K],
+        ) -> Option<[f32; K]> {
+            // SAFETY: as in `q6k_int8_sums` (F16C is among every such backend's features).
+            let terms = unsafe {
+                super::int8_block::q6k_terms(
+                    d.as_slice().try_into().ok()?,
+                    dx.as_slice().try_into().ok()?,
+                    sums.as_slice().try_into().ok()?,
+                )
+            };
+            terms.first_chunk().copied()
+        }
+        #[inline(always)]
+        fn q4k_int8_terms<const K: usize>(
+            self,
+            b: &[crate::BlockQ4K; K],
+            dx: &[f32; K],
+            sums: &[(i32, i32); K],
+        ) -> Option<[f32; K]> {
+            // SAFETY: as in `q6k_int8_sums` (F16C is among every such backend's features).
+            let terms = unsafe {
+                super::int8_block::q4k_terms(
+                    b.as_slice().try_into().ok()?,
+                    dx.as_slice().try_into().ok()?,
+                    sums.as_slice().try_into().ok()?,
+                )
+            };
+            terms.first_chunk().copied()
+        }
     };
 }
 use int8_block_sums;
@@ -117,6 +151,31 @@ unsafe fn sum_and_dot16_256(sum: __m256i, a: &[i16; 16], b: &[i16; 16]) -> (i32,
 mod tests {
     use super::*;
     use crate::{Error, QMatrix, QuantType};
+
+    #[test]
+    fn the_q4k_scales_and_mins_unpacked_in_registers_are_the_scalar_ones() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut bytes = [0u8; 144];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..10_000 {
+            for byte in &mut bytes {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1);
+                *byte = (state >> 56) as u8;
+            }
+            let b: &crate::BlockQ4K = bytemuck::from_bytes(&bytes);
+            // SAFETY: AVX2 is available (checked above).
+            let unpacked = unsafe { int8_block::q4k_scales_mins(b) };
+            let lanes: [i16; 16] = bytemuck::cast(unpacked);
+            let (sc, m) = b.scales_mins();
+            let want: [i16; 16] =
+                core::array::from_fn(|k| i16::from(if k < 8 { sc[k] } else { m[k - 8] }));
+            assert_eq!(lanes, want, "scales {:?}", b.scales);
+        }
+    }
 
     /// Runs `f` with MXCSR's FTZ and DAZ flags set, then restores the register.
     fn with_flush_to_zero<T>(f: impl FnOnce() -> T) -> T {
