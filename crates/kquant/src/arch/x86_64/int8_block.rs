@@ -335,7 +335,7 @@ pub(super) unsafe fn q4k_terms(
     dx: &[f32; 4],
     sums: &[(i32, i32); 4],
 ) -> [f32; 4] {
-    let scales = |k: usize| {
+    let d_and_dmin = |k: usize| {
         let [d0, d1] = b[k].d;
         let [m0, m1] = b[k].dmin;
         i32::from_le_bytes([d0, d1, m0, m1])
@@ -343,7 +343,7 @@ pub(super) unsafe fn q4k_terms(
     let [(s0, m0), (s1, m1), (s2, m2), (s3, m3)] = *sums;
     // SAFETY: AVX2 and F16C are available (the caller's contract); `dx` is 16 readable bytes.
     unsafe {
-        let halves = _mm_set_epi32(scales(3), scales(2), scales(1), scales(0));
+        let halves = _mm_set_epi32(d_and_dmin(3), d_and_dmin(2), d_and_dmin(1), d_and_dmin(0));
         // [d0 dmin0 d1 dmin1 …] → [d0 d1 d2 d3 | dmin0 dmin1 dmin2 dmin3]
         let both = _mm256_permutevar8x32_ps(
             _mm256_cvtph_ps(halves),
@@ -370,15 +370,7 @@ pub(super) unsafe fn q4k_terms(
 /// `4u + 3` in the high one (`u` in 0..2).
 #[inline(always)]
 fn group_quad(u: usize) -> __m256i {
-    let lane = |g: usize| {
-        let g = if cfg!(kquant_perturb = "int8_block") {
-            (g + 1) % 8 // A must-fail build's bug: each group takes its neighbour's scale.
-        } else {
-            g
-        };
-        i16::from_le_bytes([2 * g as u8, 2 * g as u8 + 1])
-    };
-    let [a, b, c, d] = [4 * u, 4 * u + 2, 4 * u + 1, 4 * u + 3].map(lane);
+    let [a, b, c, d] = [4 * u, 4 * u + 2, 4 * u + 1, 4 * u + 3].map(scale_selector);
     // SAFETY: `_mm256_set_epi16` only builds a register (AVX, implied by the callers' AVX2).
     unsafe { _mm256_set_epi16(d, d, d, d, c, c, c, c, b, b, b, b, a, a, a, a) }
 }
@@ -387,21 +379,26 @@ fn group_quad(u: usize) -> __m256i {
 /// then four of lane `2s + 1` (`s` in 0..4), both taken from the same half.
 #[inline(always)]
 fn sub_block_pair(s: usize) -> __m256i {
-    let lane = |sub_block: usize| {
-        let sub_block = if cfg!(kquant_perturb = "int8_block") {
-            (sub_block + 1) % 8 // A must-fail build's bug: each takes its neighbour's scale.
-        } else {
-            sub_block
-        };
-        i16::from_le_bytes([2 * sub_block as u8, 2 * sub_block as u8 + 1])
-    };
-    let (low, high) = (lane(2 * s), lane(2 * s + 1));
+    let (low, high) = (scale_selector(2 * s), scale_selector(2 * s + 1));
     // SAFETY: `_mm256_set_epi16` only builds a register (AVX, implied by the callers' AVX2).
     unsafe {
         _mm256_set_epi16(
             high, high, high, high, low, low, low, low, high, high, high, high, low, low, low, low,
         )
     }
+}
+
+/// The two `vpshufb` selector bytes that pick i16 lane `lane` (0..8) of a 128-bit half, or in
+/// the must-fail build `KQUANT_PERTURB=int8_block` the next lane: each scale group (Q6_K) or
+/// sub-block (Q4_K) then takes its neighbour's scale.
+#[inline(always)]
+fn scale_selector(lane: usize) -> i16 {
+    let lane = if cfg!(kquant_perturb = "int8_block") {
+        (lane + 1) % 8
+    } else {
+        lane
+    };
+    i16::from_le_bytes([2 * lane as u8, 2 * lane as u8 + 1])
 }
 
 /// The sums of the eight i32 lanes of each of four registers (wrapping): two rounds of
