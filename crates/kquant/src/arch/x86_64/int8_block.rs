@@ -349,7 +349,8 @@ pub(super) unsafe fn q4k_terms(
             _mm256_cvtph_ps(halves),
             _mm256_set_epi32(7, 5, 3, 1, 6, 4, 2, 0),
         );
-        let dx = _mm256_broadcast_ps(&*dx.as_ptr().cast::<__m128>());
+        let dx = _mm_loadu_ps(dx.as_ptr());
+        let dx = _mm256_set_m128(dx, dx);
         let integers = _mm256_set_epi32(m3, m2, m1, m0, s3, s2, s1, s0);
         let products = _mm256_mul_ps(_mm256_mul_ps(both, dx), _mm256_cvtepi32_ps(integers));
         let terms = _mm_sub_ps(
