@@ -44,7 +44,7 @@ COBORDISM_WASM_SIMD=plain scripts/build-worker.sh --out target/worker-plain/buil
 scripts/build-kquant-js.sh >/dev/null
 
 echo "wasm kernels in workerd and Node…" >&2
-node benches/engine/run.mjs --runs "$runs" --jobs kernels,candle,batches,layout,relaxed,idioms \
+node benches/engine/run.mjs --runs "$runs" --procs 3 --jobs kernels,candle,batches,layout,relaxed,idioms \
   --ggml-wasm="$GGML_WASM" >"$out/engine.md"
 echo "kquant native / wasm…" >&2
 target/release/kernel-timing "$runs" --json "$out/native.jsonl" >"$out/native.md"
@@ -107,7 +107,8 @@ layout table runs the Q6_K kernels with the blocks in ggml's layout and in kquan
 layout (\`cobordism slice --layout packed6\`; same bytes per block), after checking that both
 give the same bits on every row. Then llama.cpp's ggml wasm simd128 kernels — the reference —
 and candle-core's (both quantize x to 8 bits, like the int8 mode) beside kquant's in the same
-runtimes, alternated call by call on the same bytes, each cell workerd / Node: ggml from its own
+runtimes, alternated call by call on the same bytes (each round starting one kernel later), each
+cell workerd / Node: ggml from its own
 module (\`scripts/build-ggml-wasm.sh\`: the pinned source's \`arch/wasm/quants.c\` with clang at
 ggml's own wasm flags, \`-O3 -msimd128\`), x quantized to Q8_K once per mat-vec and one
 \`ggml_vec_dot_q{6,4}_K_q8_K\` per row, its results first checked against kquant int8's (the same
@@ -119,7 +120,8 @@ exact for the operands it gets: \`crates/kquant/src/arch/wasm32/simd128.rs\`; th
 ships), both in one workerd process, alternated call by call with two read-only passes over the
 same bytes (each 64-byte line touched once; every byte loaded into a \`v128\`): "/ floor" is a
 kernel's time per vector over the faster of the two (workerd only: Node 20's relaxed SIMD is not
-the final instruction). Its ", interleaved" rows run the same case with the blocks in kquant's
+the final instruction). Each of its rows is three such workerd processes, every figure and ratio
+the median of the three processes' own (one kernel's time moved up to 1.5× between processes). Its ", interleaved" rows run the same case with the blocks in kquant's
 interleaved layout (\`cobordism slice --layout interleaved\`, same bytes per block, same bits,
 checked on every row first), whose int8 kernel multiplies a register of products by one of scales
 instead of a splat per scale group (on the plain build that kernel is slower than its ggml one);

@@ -18,7 +18,8 @@ export function imports(module) {
   return out;
 }
 
-const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+/// The middle value of `a` (the upper of the two middle ones for an even length).
+export const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 
 function name(ex, i) {
   const bytes = new Uint8Array(ex.memory.buffer, ex.idiom_name(i), ex.name_len(i));
@@ -76,8 +77,8 @@ export function kernel(ex, now, { kase, batch = 1, int8 = false, runs = 5, minMs
 }
 
 /// The Q6_K case's product with `batch` vectors (exact and int8) with the blocks in ggml's
-/// layout and in kquant's packed6 layout, alternated run by run; ms per call. Throws unless both
-/// layouts give the same bits on every row.
+/// layout and in kquant's packed6 layout, alternated (`alternated`); ms per call. Throws unless
+/// both layouts give the same bits on every row.
 export function layout(ex, now, { runs = 5, minMs = 40, batch = 1 }) {
   if (ex.kernel_setup(0, batch) === 0) throw new Error("no benchmark case 0");
   if (ex.layout_setup(PACKED6) !== 1) throw new Error("the packed6 layout gives other bits than ggml's");
@@ -87,12 +88,7 @@ export function layout(ex, now, { runs = 5, minMs = 40, batch = 1 }) {
     ggmlInt8: () => ex.kernel_run(1),
     packedInt8: () => ex.layout_run(PACKED6, 1),
   };
-  const times = Object.fromEntries(Object.keys(kernels).map((k) => [k, []]));
-  for (const f of Object.values(kernels)) f(); // each past its first (baseline-compiled) call
-  for (let r = 0; r < runs; r++) {
-    for (const [k, f] of Object.entries(kernels)) times[k].push(perCall(now, f, minMs));
-  }
-  return Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)]));
+  return alternated(now, kernels, runs, minMs);
 }
 
 /// The largest |ggml − kquant int8| over the rows, relative to kquant's largest |y|, that the
@@ -139,8 +135,8 @@ function ggmlSetup(ex, gx, bytes) {
 /// candle-core's simd128 mat-vec (feature `candle`) on one case's weights and vector, beside
 /// kquant's int8 and exact kernels in the same module, and with `gx` (the exports of the ggml
 /// module) llama.cpp's ggml wasm kernels on a copy of the same bytes, after checking their
-/// results against kquant int8's (`ggmlSetup`); alternated call by call; ms per call, medians,
-/// and with ggml `ggmlDiff`, the check's max |Δ| / max |y|.
+/// results against kquant int8's (`ggmlSetup`); alternated (`alternated`); ms per call,
+/// medians, and with ggml `ggmlDiff`, the check's max |Δ| / max |y|.
 export function candle(ex, now, { kase, runs = 5, minMs = 40 }, gx = null) {
   const bytes = ex.kernel_setup(kase, 1);
   if (bytes === 0) throw new Error(`no benchmark case ${kase}`);
@@ -152,12 +148,24 @@ export function candle(ex, now, { kase, runs = 5, minMs = 40 }, gx = null) {
     int8: () => ex.kernel_run(1),
     exact: () => ex.kernel_run(0),
   };
-  const times = Object.fromEntries(Object.keys(kernels).map((k) => [k, []]));
-  for (const f of Object.values(kernels)) f();
+  return { ...alternated(now, kernels, runs, minMs), ggmlDiff };
+}
+
+/// ms per call of each of `kernels` ({ name: call }): one warm-up call each (past its first,
+/// baseline-compiled call), then `runs` rounds of one timing each (`perCall`), alternated call
+/// by call, each round starting one kernel later than the last (so that no kernel always runs
+/// first, or after the same one); medians.
+function alternated(now, kernels, runs, minMs) {
+  const entries = Object.entries(kernels);
+  const times = Object.fromEntries(entries.map(([k]) => [k, []]));
+  for (const [, f] of entries) f();
   for (let r = 0; r < runs; r++) {
-    for (const [k, f] of Object.entries(kernels)) times[k].push(perCall(now, f, minMs));
+    for (let i = 0; i < entries.length; i++) {
+      const [k, f] = entries[(r + i) % entries.length];
+      times[k].push(perCall(now, f, minMs));
+    }
   }
-  return { ...Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)])), ggmlDiff };
+  return Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)]));
 }
 
 /// The best backend's int8 products against the scalar backend's on seeded cases
@@ -170,7 +178,7 @@ export function int8Check(ex, _now, { first = 0, count = 300 }) {
 }
 
 /// One case's int8 product on the plain module `ex` and on the relaxed build `rx` (and the
-/// exact product on `ex`), alternated call by call in one process with the two read floors
+/// exact product on `ex`), alternated (`alternated`) in one process with the two read floors
 /// (`floor`: each 64-byte line touched; `floorSimd`: every byte loaded into a v128); also with
 /// the blocks in the interleaved layout and, for Q6_K (case 0), in the packed6 layout (after
 /// each module checked every layout's bits against ggml's on every row). ms per call, medians.
@@ -192,12 +200,7 @@ export function relaxed(ex, rx, now, { kase, batch = 1, runs = 5, minMs = 40 }) 
     plainInterleaved: () => ex.layout_run(INTERLEAVED, 1),
     relaxedInterleaved: () => rx.layout_run(INTERLEAVED, 1),
   });
-  const times = Object.fromEntries(Object.keys(kernels).map((k) => [k, []]));
-  for (const f of Object.values(kernels)) f();
-  for (let r = 0; r < runs; r++) {
-    for (const [k, f] of Object.entries(kernels)) times[k].push(perCall(now, f, minMs));
-  }
-  return Object.fromEntries(Object.entries(times).map(([k, t]) => [k, median(t)]));
+  return alternated(now, kernels, runs, minMs);
 }
 
 /// The bit-exact table's lines for every backend of the module (src/lib.rs, `bit_exact_lines`).

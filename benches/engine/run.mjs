@@ -4,8 +4,8 @@
 // job in a fresh process, so a kernel's first call meets an engine that has not yet optimized it.
 //
 //   cargo build --release -p cobordism-engine-bench --target wasm32-unknown-unknown
-//   node benches/engine/run.mjs [--runs 5] [--jobs idioms,kernels,batches,layout,candle]
-//     [--ggml-wasm FILE] [--v8-flags "…"] [--json FILE]
+//   node benches/engine/run.mjs [--runs 5] [--jobs idioms,kernels,batches,layout,candle,relaxed]
+//     [--procs 1] [--ggml-wasm FILE] [--v8-flags "…"] [--json FILE]
 //
 // `candle` times candle-core's simd128 kernel from the module built with feature `candle`
 // (`--candle-wasm`, default where scripts/bench.sh builds it) and llama.cpp's ggml simd128
@@ -24,12 +24,14 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { median } from "./harness.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
 const { values } = parseArgs({
   options: {
     runs: { type: "string", default: "5" },
+    procs: { type: "string", default: "1" },
     jobs: { type: "string", default: "idioms,kernels" },
     "v8-flags": { type: "string", default: "" },
     wasm: { type: "string", default: join(root, "target/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm") },
@@ -46,6 +48,8 @@ const { values } = parseArgs({
   },
 });
 const runs = Number(values.runs);
+const procs = Number(values.procs);
+if (!(Number.isInteger(procs) && procs >= 1)) throw new Error(`--procs must be a whole number ≥ 1, not ${values.procs}`);
 const flags = values["v8-flags"].split(/\s+/).filter(Boolean);
 const natives = flags.includes("--allow-natives-syntax");
 const workerdBin = join(root, "node_modules/@cloudflare/workerd-linux-64/bin/workerd");
@@ -235,28 +239,46 @@ if (wanted.includes("relaxed")) {
   // minutes); workerd only, since Node 20's relaxed SIMD is not the final instruction.
   // The read floor is the faster of the two read-only passes timed beside the kernels (each
   // 64-byte line touched; every byte loaded into a v128): "/ floor" is a kernel's time per
-  // vector over it.
+  // vector over it. With `--procs N` each row is N such processes, every figure and ratio the
+  // median of the processes' own.
   console.log("| case | vectors | plain int8 workerd ms per vector | relaxed int8 workerd ms per vector | relaxed / plain | relaxed, per vector vs one vector | exact workerd ms | relaxed int8 / exact | read floor ms (lines / v128 loads) | plain int8 / floor | relaxed int8 / floor |");
   console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const c of CASES) {
     let single, singlePacked, singleInterleaved;
     for (const batch of [1, 8]) {
       const extra = { "relaxed.wasm": values["relaxed-wasm"] };
-      const w = await inWorkerd({ what: "relaxed", kase: c.kase, batch, runs }, values.wasm, extra);
-      const [p, x] = [w.plain / batch, w.relaxed / batch];
-      single ??= x;
-      const floor = Math.min(w.floor, w.floorSimd);
-      const floors = `${fmt(w.floor, 2)} / ${fmt(w.floorSimd, 2)}`;
-      console.log(`| ${c.label} | ${batch} | ${fmt(p, 2)} | ${fmt(x, 2)} | ${fmt(x / p, 2)} | ${fmt(x / single, 2)} | ${fmt(w.exact / batch, 2)} | ${fmt(x / (w.exact / batch), 2)} | ${floors} | ${fmt(p / floor, 2)} | ${fmt(x / floor, 2)} |`);
-      if (w.relaxedPacked6 !== undefined) {
-        const [pp, xp] = [w.plainPacked6 / batch, w.relaxedPacked6 / batch];
-        singlePacked ??= xp;
-        console.log(`| ${c.label}, packed6 | ${batch} | ${fmt(pp, 2)} | ${fmt(xp, 2)} | ${fmt(xp / pp, 2)} | ${fmt(xp / singlePacked, 2)} | | | ${floors} | ${fmt(pp / floor, 2)} | ${fmt(xp / floor, 2)} |`);
+      const ws = [];
+      for (let i = 0; i < procs; i++) {
+        ws.push(await inWorkerd({ what: "relaxed", kase: c.kase, batch, runs }, values.wasm, extra));
       }
-      const [pi, xi] = [w.plainInterleaved / batch, w.relaxedInterleaved / batch];
-      singleInterleaved ??= xi;
-      console.log(`| ${c.label}, interleaved | ${batch} | ${fmt(pi, 2)} | ${fmt(xi, 2)} | ${fmt(xi / pi, 2)} | ${fmt(xi / singleInterleaved, 2)} | | | ${floors} | ${fmt(pi / floor, 2)} | ${fmt(xi / floor, 2)} |`);
-      json.push({ job: "relaxed", case: c.label, batch, workerd: w });
+      // Each figure and each ratio: the median over the processes of each process's own (the
+      // same kernel's time moves between processes far more than within one).
+      const med = (f) => median(ws.map(f));
+      const floorOf = (w) => Math.min(w.floor, w.floorSimd);
+      single ??= med((w) => w.relaxed / batch);
+      const floors = `${fmt(med((w) => w.floor), 2)} / ${fmt(med((w) => w.floorSimd), 2)}`;
+      const exact = med((w) => w.exact / batch);
+      const row = (label, plain, relaxed, single) => {
+        const [pp, xp] = [med((w) => w[plain] / batch), med((w) => w[relaxed] / batch)];
+        const [toPlain, pFloor, xFloor] = [
+          med((w) => w[relaxed] / w[plain]),
+          med((w) => w[plain] / batch / floorOf(w)),
+          med((w) => w[relaxed] / batch / floorOf(w)),
+        ];
+        return { line: `| ${label} | ${batch} | ${fmt(pp, 2)} | ${fmt(xp, 2)} | ${fmt(toPlain, 2)} | ${fmt(xp / (single ?? xp), 2)} |`, xp, pFloor, xFloor };
+      };
+      const main = row(c.label, "plain", "relaxed", single);
+      console.log(`${main.line} ${fmt(exact, 2)} | ${fmt(med((w) => w.relaxed / w.exact), 2)} | ${floors} | ${fmt(main.pFloor, 2)} | ${fmt(main.xFloor, 2)} |`);
+      if (ws[0].relaxedPacked6 !== undefined) {
+        const r = row(`${c.label}, packed6`, "plainPacked6", "relaxedPacked6", singlePacked);
+        singlePacked ??= r.xp;
+        console.log(`${r.line} | | ${floors} | ${fmt(r.pFloor, 2)} | ${fmt(r.xFloor, 2)} |`);
+      }
+      const r = row(`${c.label}, interleaved`, "plainInterleaved", "relaxedInterleaved", singleInterleaved);
+      singleInterleaved ??= r.xp;
+      console.log(`${r.line} | | ${floors} | ${fmt(r.pFloor, 2)} | ${fmt(r.xFloor, 2)} |`);
+      const w = Object.fromEntries(Object.keys(ws[0]).map((k) => [k, med((one) => one[k])]));
+      json.push({ job: "relaxed", case: c.label, batch, workerd: w, processes: ws });
     }
   }
   console.log();
