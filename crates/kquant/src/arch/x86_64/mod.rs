@@ -157,15 +157,9 @@ mod tests {
         if !std::is_x86_feature_detected!("avx2") {
             return;
         }
-        let mut bytes = [0u8; 144];
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let (mut bytes, mut rng) = ([0u8; 144], crate::synth::SplitMix64::new(45));
         for _ in 0..10_000 {
-            for byte in &mut bytes {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1);
-                *byte = (state >> 56) as u8;
-            }
+            rng.fill_bytes(&mut bytes);
             let b: &crate::BlockQ4K = bytemuck::from_bytes(&bytes);
             // SAFETY: AVX2 is available (checked above).
             let unpacked = unsafe { int8_block::q4k_scales_mins(b) };
