@@ -111,22 +111,22 @@ runtimes, alternated call by call on the same bytes (each round starting one ker
 cell workerd / Node: ggml from its own module (\`scripts/build-ggml-wasm.sh\`: the pinned
 source's \`arch/wasm/quants.c\` with clang at ggml's own wasm flags, \`-O3 -msimd128\`), x
 quantized to Q8_K once per mat-vec and one \`ggml_vec_dot_q{6,4}_K_q8_K\` per row, its results
-first checked against kquant int8's (the same Q8_K blocks: they differ only by float rounding, the column says how much); candle from the
-engine module built with candle. "kquant int8 / ggml speed" is ggml's time over kquant int8's
-(above 1: kquant faster). The last table runs the int8 kernels of the module built plain and
-with kquant's \`relaxed-simd\` feature (relaxed SIMD's 8-bit dot product, whose results are
-exact for the operands it gets: \`crates/kquant/src/arch/wasm32/simd128.rs\`; the build the shard
-ships), both in one workerd process, alternated call by call with two read-only passes over the
-same bytes (each 64-byte line touched once; every byte loaded into a \`v128\`): "/ floor" is a
-kernel's time per vector over the faster of the two (workerd only: Node 20's relaxed SIMD is not
-the final instruction). Each of its rows is three such workerd processes, every figure and ratio
-the median of the three processes' own (one kernel's time moved up to 1.5× between processes).
-Its ", interleaved" rows run the same case with the blocks in kquant's interleaved layout
-(\`cobordism slice --layout interleaved\`, same bytes per block, same bits, checked on every row
-first), whose int8 kernel multiplies a register of products by one of scales
-instead of a splat per scale group (on the plain build that kernel is slower than its ggml one);
-the exact mode on that layout converts each row back to ggml's first (not timed here: ~3.8×
-ggml's time in V8, docs/BENCHMARKS-notes.md).
+first checked against kquant int8's (the same Q8_K blocks: they differ only by float rounding,
+the column says how much); candle from the engine module built with candle. "kquant int8 / ggml
+speed" is ggml's time over kquant int8's (above 1: kquant faster). The last table runs the int8
+kernels of the module built plain and with kquant's \`relaxed-simd\` feature (relaxed SIMD's 8-bit
+dot product, whose results are exact for the operands it gets:
+\`crates/kquant/src/arch/wasm32/simd128.rs\`; the build the shard ships), both in one workerd
+process, alternated call by call with two read-only passes over the same bytes (each 64-byte line
+touched once; every byte loaded into a \`v128\`): "/ floor" is a kernel's time per vector over the
+faster of the two (workerd only: Node 20's relaxed SIMD is not the final instruction). Each of its
+rows is three such workerd processes, every figure and ratio the median of the three processes' own
+(one kernel's time moved up to 1.5× between processes). Its ", interleaved" rows run the same case
+with the blocks in kquant's interleaved layout (\`cobordism slice --layout interleaved\`, same bytes
+per block, same bits, checked on every row first), whose int8 kernel multiplies a register of
+products by one of scales instead of a splat per scale group (on the plain build that kernel is
+slower than its ggml one); the exact mode on that layout converts each row back to ggml's first (not
+timed here: ~3.8× ggml's time in V8, docs/BENCHMARKS-notes.md).
 
 $(cat "$out/engine.md")
 
