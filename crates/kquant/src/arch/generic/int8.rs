@@ -374,15 +374,40 @@ impl BlockRun for Q4Run {
         dx: &[f32; K],
         sums: &[(i32, i32); K],
     ) -> [f32; K] {
-        if let Some(terms) = v.q4k_int8_terms(blocks, dx, sums) {
-            return terms;
+        let mut scales = [[0u8; 4]; K];
+        for (scales, b) in scales.iter_mut().zip(blocks) {
+            *scales = q4k_scales(b);
         }
-        let mut terms = [0.0f32; K];
-        for ((term, b), (&dx, &sums)) in terms.iter_mut().zip(blocks).zip(dx.iter().zip(sums)) {
-            *term = q4k_term(v.f16_to_f32(b.d), v.f16_to_f32(b.dmin), dx, sums);
-        }
-        terms
+        q4k_terms(v, &scales, dx, sums)
     }
+}
+
+/// A Q4_K block's `d` and `dmin` (f16), its first four bytes.
+#[inline(always)]
+fn q4k_scales(b: &BlockQ4K) -> [u8; 4] {
+    let ([d0, d1], [m0, m1]) = (b.d, b.dmin);
+    [d0, d1, m0, m1]
+}
+
+/// The float terms of `K` Q4_K blocks from their `d` and `dmin` ([`q4k_scales`]): the
+/// backend's (`Vector::q4k_int8_terms`) or [`q4k_term`]'s, block by block.
+#[inline(always)]
+fn q4k_terms<V: Vector, const K: usize>(
+    v: V,
+    scales: &[[u8; 4]; K],
+    dx: &[f32; K],
+    sums: &[(i32, i32); K],
+) -> [f32; K] {
+    if let Some(terms) = v.q4k_int8_terms(scales, dx, sums) {
+        return terms;
+    }
+    let mut terms = [0.0f32; K];
+    for ((term, &[d0, d1, m0, m1]), (&dx, &sums)) in
+        terms.iter_mut().zip(scales).zip(dx.iter().zip(sums))
+    {
+        *term = q4k_term(v.f16_to_f32([d0, d1]), v.f16_to_f32([m0, m1]), dx, sums);
+    }
+    terms
 }
 
 /// [`BlockRun`] of Q6_K blocks in the interleaved layout, against a vector's permuted parts.
@@ -480,6 +505,29 @@ fn one_vector<V: Vector, R: BlockRun>(v: V, row: &[R::Block], x: &Prepared) -> (
             || add_run::<V, R, 1>(v, &mut rest, &mut x, &mut acc))
     {}
     (acc, row.len() - rest.len())
+}
+
+/// Four rows of the interleaved layout against one vector, a block of each at a time
+/// (`Vector::q4k_interleaved_int8_four_row_sums`), their terms side by side ([`q4k_terms`]:
+/// the same terms as [`one_vector`]'s, added in block order, so the same bits); `None` where
+/// the backend has no such sums.
+#[inline(always)]
+fn four_q4k_rows<V: Vector>(
+    v: V,
+    [a, b, c, d]: [&[BlockQ4KInterleaved]; 4],
+    x: &Prepared,
+) -> Option<[f32; 4]> {
+    let mut acc = [0.0f32; 4];
+    let blocks = a.iter().zip(b).zip(c.iter().zip(d));
+    let parts = x.xq8.iter().zip(x.dx).zip(x.bsums);
+    for (((a, b), (c, d)), ((xq8, &dx), bsums)) in blocks.zip(parts) {
+        let sums = v.q4k_interleaved_int8_four_row_sums([a, b, c, d], xq8, bsums)?;
+        let scales = [a, b, c, d].map(|b| q4k_scales(bytemuck::cast_ref(b)));
+        for (acc, term) in acc.iter_mut().zip(q4k_terms(v, &scales, &[dx; 4], &sums)) {
+            *acc += term;
+        }
+    }
+    Some(acc)
 }
 
 /// The Q6_K kernel with 8-bit activations, for blocks in either layout.
@@ -613,6 +661,16 @@ impl RowKernel for Q4KQ8Interleaved {
         }
         let (ggml, n) = super::ggml_row::<_, BlockQ4K>(row);
         Q4KQ8.dot(v, &ggml[..n], prepared.map(|x| x.plain))
+    }
+
+    #[inline(always)]
+    fn dot_four_rows<V: Vector>(
+        self,
+        v: V,
+        rows: [&[BlockQ4KInterleaved]; 4],
+        x: PreparedInterleaved,
+    ) -> Option<[f32; 4]> {
+        four_q4k_rows(v, rows, &x.permuted)
     }
 }
 

@@ -337,14 +337,15 @@ pub(crate) trait Vector: Copy {
     ) -> Option<[f32; K]> {
         None
     }
-    /// The int8 mode's float terms of a run of `K` Q4_K blocks against one vector,
+    /// The int8 mode's float terms of `K` Q4_K blocks against one vector,
     /// `(d·dx)·f32(S) − (dmin·dx)·f32(M)` block by block (`generic::int8`'s epilogue: the same
-    /// operations, so the same bits), from the vector's block scales `dx` and the blocks'
-    /// `(S, M)`; `None` where the backend leaves them to the generic code, one block at a time.
+    /// operations, so the same bits), from the blocks' `d` and `dmin` (f16, a block's first four
+    /// bytes), the vector's block scales `dx` and the blocks' `(S, M)`; `None` where the backend
+    /// leaves them to the generic code, one block at a time.
     #[inline(always)]
     fn q4k_int8_terms<const K: usize>(
         self,
-        _b: &[BlockQ4K; K],
+        _scales: &[[u8; 4]; K],
         _dx: &[f32; K],
         _sums: &[(i32, i32); K],
     ) -> Option<[f32; K]> {
@@ -371,6 +372,17 @@ pub(crate) trait Vector: Copy {
         _xq8: &[[i8; QK_K]; K],
         _bsums: &[[i16; 16]; K],
     ) -> Option<[(i32, i32); K]> {
+        None
+    }
+    /// [`Vector::q4k_interleaved_int8_sums`] of one block of each of four rows, against the
+    /// same block of the vector; `None` where the backend has no such sums.
+    #[inline(always)]
+    fn q4k_interleaved_int8_four_row_sums(
+        self,
+        _b: [&BlockQ4KInterleaved; 4],
+        _xq8: &[i8; QK_K],
+        _bsums: &[i16; 16],
+    ) -> Option<[(i32, i32); 4]> {
         None
     }
     /// Lane-wise i32 addition.
@@ -562,6 +574,17 @@ pub(crate) trait RowKernel: Copy {
         row: &[Self::Block],
         xs: [Self::View<'_>; N],
     ) -> [f32; N];
+    /// Four rows against one vector at once, each value the same bits as [`RowKernel::dot`]'s;
+    /// `None` where the kernel and the backend have no such pass.
+    #[inline(always)]
+    fn dot_four_rows<V: Vector>(
+        self,
+        _v: V,
+        _rows: [&[Self::Block]; 4],
+        _x: Self::View<'_>,
+    ) -> Option<[f32; 4]> {
+        None
+    }
 }
 
 /// `n = out.len() / rows` vectors against every row, in passes of 4, 2 and 1 vectors
@@ -624,7 +647,30 @@ pub(crate) fn pass_rows<V: Vector, K: RowKernel, const N: usize>(
 ) {
     let (p, rows) = (x.len() / N, y.len() / N);
     let xs: [K::View<'_>; N] = core::array::from_fn(|i| K::view(&x[i * p..(i + 1) * p]));
-    for (r, row) in blocks.chunks_exact(blocks.len() / rows).enumerate() {
+    let (len, quarter) = (blocks.len() / rows, rows / 4);
+    let mut grouped = 0;
+    if N == 1 {
+        // Rows r, r + rows/4, r + rows/2 and r + 3·rows/4: four streams far apart in memory.
+        // Four neighbouring rows, read a block of each in turn, were half as fast: the hardware
+        // prefetcher follows streams a few KiB apart badly (BENCHMARKS-notes).
+        while grouped < quarter {
+            let row = |k: usize| {
+                let r = k * quarter + grouped;
+                &blocks[r * len..(r + 1) * len]
+            };
+            let Some(values) = kernel.dot_four_rows(v, [row(0), row(1), row(2), row(3)], xs[0])
+            else {
+                break;
+            };
+            for (k, value) in values.into_iter().enumerate() {
+                y[k * quarter + grouped] = value;
+            }
+            grouped += 1;
+        }
+    }
+    let alone = (0..4).flat_map(|k| k * quarter + grouped..(k + 1) * quarter);
+    for r in alone.chain(4 * quarter..rows) {
+        let row = &blocks[r * len..(r + 1) * len];
         for (i, value) in kernel.dot(v, row, xs).into_iter().enumerate() {
             y[i * rows + r] = value;
         }
