@@ -374,38 +374,25 @@ impl BlockRun for Q4Run {
         dx: &[f32; K],
         sums: &[(i32, i32); K],
     ) -> [f32; K] {
-        let mut scales = [[0u8; 4]; K];
-        for (scales, b) in scales.iter_mut().zip(blocks) {
-            *scales = q4k_scales(b);
-        }
-        q4k_terms(v, &scales, dx, sums)
+        q4k_terms(v, blocks.each_ref(), dx, sums)
     }
 }
 
-/// A Q4_K block's `d` and `dmin` (f16), its first four bytes.
-#[inline(always)]
-fn q4k_scales(b: &BlockQ4K) -> [u8; 4] {
-    let ([d0, d1], [m0, m1]) = (b.d, b.dmin);
-    [d0, d1, m0, m1]
-}
-
-/// The float terms of `K` Q4_K blocks from their `d` and `dmin` ([`q4k_scales`]): the
-/// backend's (`Vector::q4k_int8_terms`) or [`q4k_term`]'s, block by block.
+/// The float terms of `K` Q4_K blocks (of one row or of several): the backend's
+/// (`Vector::q4k_int8_terms`) or [`q4k_term`]'s, block by block.
 #[inline(always)]
 fn q4k_terms<V: Vector, const K: usize>(
     v: V,
-    scales: &[[u8; 4]; K],
+    blocks: [&BlockQ4K; K],
     dx: &[f32; K],
     sums: &[(i32, i32); K],
 ) -> [f32; K] {
-    if let Some(terms) = v.q4k_int8_terms(scales, dx, sums) {
+    if let Some(terms) = v.q4k_int8_terms(blocks, dx, sums) {
         return terms;
     }
     let mut terms = [0.0f32; K];
-    for ((term, &[d0, d1, m0, m1]), (&dx, &sums)) in
-        terms.iter_mut().zip(scales).zip(dx.iter().zip(sums))
-    {
-        *term = q4k_term(v.f16_to_f32([d0, d1]), v.f16_to_f32([m0, m1]), dx, sums);
+    for ((term, b), (&dx, &sums)) in terms.iter_mut().zip(blocks).zip(dx.iter().zip(sums)) {
+        *term = q4k_term(v.f16_to_f32(b.d), v.f16_to_f32(b.dmin), dx, sums);
     }
     terms
 }
@@ -522,8 +509,9 @@ fn four_q4k_rows<V: Vector>(
     let parts = x.xq8.iter().zip(x.dx).zip(x.bsums);
     for (((a, b), (c, d)), ((xq8, &dx), bsums)) in blocks.zip(parts) {
         let sums = v.q4k_interleaved_int8_four_row_sums([a, b, c, d], xq8, bsums)?;
-        let scales = [a, b, c, d].map(|b| q4k_scales(bytemuck::cast_ref(b)));
-        for (acc, term) in acc.iter_mut().zip(q4k_terms(v, &scales, &[dx; 4], &sums)) {
+        // `d` and `dmin` sit where ggml's blocks have them, which is all the terms read.
+        let blocks = [a, b, c, d].map(bytemuck::cast_ref::<_, BlockQ4K>);
+        for (acc, term) in acc.iter_mut().zip(q4k_terms(v, blocks, &[dx; 4], &sums)) {
             *acc += term;
         }
     }

@@ -337,15 +337,15 @@ pub(crate) trait Vector: Copy {
     ) -> Option<[f32; K]> {
         None
     }
-    /// The int8 mode's float terms of `K` Q4_K blocks against one vector,
-    /// `(d·dx)·f32(S) − (dmin·dx)·f32(M)` block by block (`generic::int8`'s epilogue: the same
-    /// operations, so the same bits), from the blocks' `d` and `dmin` (f16, a block's first four
-    /// bytes), the vector's block scales `dx` and the blocks' `(S, M)`; `None` where the backend
-    /// leaves them to the generic code, one block at a time.
+    /// The int8 mode's float terms of `K` Q4_K blocks against one vector (of one row or of
+    /// several), `(d·dx)·f32(S) − (dmin·dx)·f32(M)` block by block (`generic::int8`'s epilogue:
+    /// the same operations, so the same bits), from the vector's block scales `dx` and the
+    /// blocks' `(S, M)`; `None` where the backend leaves them to the generic code, one block at a
+    /// time.
     #[inline(always)]
     fn q4k_int8_terms<const K: usize>(
         self,
-        _scales: &[[u8; 4]; K],
+        _b: [&BlockQ4K; K],
         _dx: &[f32; K],
         _sums: &[(i32, i32); K],
     ) -> Option<[f32; K]> {
@@ -668,11 +668,13 @@ pub(crate) fn pass_rows<V: Vector, K: RowKernel, const N: usize>(
             grouped += 1;
         }
     }
-    let alone = (0..4).flat_map(|k| k * quarter + grouped..(k + 1) * quarter);
-    for r in alone.chain(4 * quarter..rows) {
-        let row = &blocks[r * len..(r + 1) * len];
-        for (i, value) in kernel.dot(v, row, xs).into_iter().enumerate() {
-            y[i * rows + r] = value;
+    // The rows left, one at a time: the rest of each quarter, then the last `rows mod 4`.
+    let quarters = (0..4).map(|k| (k * quarter + grouped, (k + 1) * quarter));
+    for (first, end) in quarters.chain([(4 * quarter, rows)]) {
+        for (r, row) in (first..end).zip(blocks[first * len..end * len].chunks_exact(len)) {
+            for (i, value) in kernel.dot(v, row, xs).into_iter().enumerate() {
+                y[i * rows + r] = value;
+            }
         }
     }
 }

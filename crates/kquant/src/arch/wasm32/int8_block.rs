@@ -503,12 +503,20 @@ fn lanes(v: v128) -> [f32; 4] {
     ]
 }
 
-/// The float terms of four Q4_K blocks, `(d·dx)·f32(S) − (dmin·dx)·f32(M)`, one block per lane,
-/// from the blocks' `d` and `dmin` (`scales`: each block's first four bytes).
+/// The float terms of four Q4_K blocks, `(d·dx)·f32(S) − (dmin·dx)·f32(M)`, one block per lane.
 #[inline(always)]
-pub(super) fn q4k_terms(scales: &[[u8; 4]; 4], dx: &[f32; 4], sums: &[(i32, i32); 4]) -> [f32; 4] {
-    // Each block's `d` in the low half of its i32 lane, `dmin` in the high half.
-    let both = load16(scales);
+pub(super) fn q4k_terms(
+    [b0, b1, b2, b3]: [&BlockQ4K; 4],
+    dx: &[f32; 4],
+    sums: &[(i32, i32); 4],
+) -> [f32; 4] {
+    // Each block's `d` and `dmin` (its first four bytes) in one i32 lane: `d` in the low half,
+    // `dmin` in the high one.
+    let lane = |b: &BlockQ4K| {
+        let ([d0, d1], [m0, m1]) = (b.d, b.dmin);
+        i32::from_le_bytes([d0, d1, m0, m1])
+    };
+    let both = i32x4(lane(b0), lane(b1), lane(b2), lane(b3));
     let (d, dmin) = (v128_and(both, i32x4_splat(0xFFFF)), u32x4_shr(both, 16));
     let dx = load16(dx);
     let [(s0, m0), (s1, m1), (s2, m2), (s3, m3)] = *sums;

@@ -397,12 +397,12 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
     #[inline(always)]
     fn q4k_int8_terms<const K: usize>(
         self,
-        scales: &[[u8; 4]; K],
+        b: [&BlockQ4K; K],
         dx: &[f32; K],
         sums: &[(i32, i32); K],
     ) -> Option<[f32; K]> {
         let terms = super::int8_block::q4k_terms(
-            scales.as_slice().try_into().ok()?,
+            b.as_slice().try_into().ok()?,
             dx.as_slice().try_into().ok()?,
             sums.as_slice().try_into().ok()?,
         );

@@ -321,26 +321,29 @@ pub(super) unsafe fn q6k_terms(d: &[[u8; 2]; 4], dx: &[f32; 4], sums: &[i32; 4])
 
 /// The float terms of four Q4_K blocks, `(d·dx)·f32(S) − (dmin·dx)·f32(M)`, one block per lane:
 /// the same operations as `generic::int8`'s epilogue, each lane rounded as the scalar code rounds
-/// (F16C's conversion is exact; no fused operation). Each block's `d` and `dmin` (`scales`, its
-/// first four bytes) go into one 32-bit lane, so one conversion of eight halves gives both
-/// scales of all four blocks; `d` to the low half of the register and `dmin` to the high one,
-/// against `S` and `M` in the same places, so one product of eight lanes and one subtraction of
-/// the halves.
+/// (F16C's conversion is exact; no fused operation). Each block's `d` and `dmin` (its first four
+/// bytes) go into one 32-bit lane, so one conversion of eight halves gives both scales of all
+/// four blocks; `d` to the low half of the register and `dmin` to the high one, against `S` and
+/// `M` in the same places, so one product of eight lanes and one subtraction of the halves.
 ///
 /// # Safety
 ///
 /// AVX2 and F16C must be available (the callers are inlined into AVX2 or AVX-512 code).
 #[inline(always)]
 pub(super) unsafe fn q4k_terms(
-    scales: &[[u8; 4]; 4],
+    b: [&BlockQ4K; 4],
     dx: &[f32; 4],
     sums: &[(i32, i32); 4],
 ) -> [f32; 4] {
+    let d_and_dmin = |k: usize| {
+        let [d0, d1] = b[k].d;
+        let [m0, m1] = b[k].dmin;
+        i32::from_le_bytes([d0, d1, m0, m1])
+    };
     let [(s0, m0), (s1, m1), (s2, m2), (s3, m3)] = *sums;
-    // SAFETY: AVX2 and F16C are available (the caller's contract); `scales` and `dx` are 16
-    // readable bytes each.
+    // SAFETY: AVX2 and F16C are available (the caller's contract); `dx` is 16 readable bytes.
     unsafe {
-        let halves = _mm_loadu_si128(scales.as_ptr().cast());
+        let halves = _mm_set_epi32(d_and_dmin(3), d_and_dmin(2), d_and_dmin(1), d_and_dmin(0));
         // [d0 dmin0 d1 dmin1 …] → [d0 d1 d2 d3 | dmin0 dmin1 dmin2 dmin3]
         let both = _mm256_permutevar8x32_ps(
             _mm256_cvtph_ps(halves),

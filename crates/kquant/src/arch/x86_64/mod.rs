@@ -46,14 +46,14 @@ macro_rules! int8_block_sums {
         #[inline(always)]
         fn q4k_int8_terms<const K: usize>(
             self,
-            scales: &[[u8; 4]; K],
+            b: [&crate::BlockQ4K; K],
             dx: &[f32; K],
             sums: &[(i32, i32); K],
         ) -> Option<[f32; K]> {
             // SAFETY: as in `q6k_int8_sums` (F16C is among every such backend's features).
             let terms = unsafe {
                 super::int8_block::q4k_terms(
-                    scales.as_slice().try_into().ok()?,
+                    b.as_slice().try_into().ok()?,
                     dx.as_slice().try_into().ok()?,
                     sums.as_slice().try_into().ok()?,
                 )
