@@ -67,13 +67,13 @@ every_line cobordism-protocol PROTOCOL_PERTURB
 # recompile the shard or the protocol alone.
 every_line kquant KQUANT_PERTURB
 # In workerd, the relaxed build's int8 kernels (which Node 20 cannot run right): with the signed
-# activations in the 7-bit operand (what LLVM once chose on its own), and the interleaved
-# layout's kernel with its half blocks' activations swapped, the engine module's int8 check must
-# find other bits. Built in a target directory of its own, so that target/engine-relaxed keeps
+# activations in the 7-bit operand (what LLVM once chose on its own), the interleaved layout's
+# kernel with its half blocks' activations swapped, and its four-row Q4_K pass with two rows'
+# sums swapped, the engine module's int8 check must find other bits. Built in a target directory of its own, so that target/engine-relaxed keeps
 # the correct module.
 log=$out/relaxed.log
 module=target/must-fail-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm
-for perturbation in interleaved signed_i7; do
+for perturbation in interleaved four_rows signed_i7; do
   export KQUANT_PERTURB=$perturbation
   cargo build -q -p cobordism-engine-bench --release --target wasm32-unknown-unknown \
     --features relaxed-simd --target-dir target/must-fail-relaxed >"$log" 2>&1 ||

@@ -443,6 +443,12 @@ pub(super) fn q4k_interleaved_four_row_sums<const R: bool>(
         *mins = i32x4_dot_i16x8(q4k_interleaved_scales_mins(b).1, group_pairs);
     }
     let (s, m) = (row_totals(sum), row_totals(mins));
+    // A must-fail build's bug (`KQUANT_PERTURB=four_rows`): the first two rows' `S` swapped.
+    let s = if cfg!(kquant_perturb = "four_rows") {
+        i32x4_shuffle::<1, 0, 2, 3>(s, s)
+    } else {
+        s
+    };
     [
         (i32x4_extract_lane::<0>(s), i32x4_extract_lane::<0>(m)),
         (i32x4_extract_lane::<1>(s), i32x4_extract_lane::<1>(m)),
