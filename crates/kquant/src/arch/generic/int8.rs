@@ -39,7 +39,10 @@
 //! `Vector::q6k_interleaved_int8_sums` / `q4k_interleaved_int8_sums` (simd128) against a copy of
 //! the activation quants permuted the same way ([`PreparedInterleaved`]), in every pass one
 //! vector after the other; a backend without them runs the kernel of ggml's layout on each row
-//! converted back.
+//! converted back. A one-vector pass over Q4_K blocks in that layout takes four rows at once
+//! where the backend has their sums (`Vector::q4k_interleaved_int8_four_row_sums`, simd128:
+//! [`four_q4k_rows`]); each row's terms are the ones [`one_vector`] computes, added in block
+//! order, so each row's result is the same bits.
 
 use core::marker::PhantomData;
 

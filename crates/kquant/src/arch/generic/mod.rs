@@ -636,7 +636,9 @@ pub(crate) fn mat_mul_pass<V: Vector, K: RowKernel, const N: usize>(
 }
 
 /// The body of a pass ([`mat_mul_pass`]), for a backend that wraps it in a function of its own
-/// ([`Vector::pass`]).
+/// ([`Vector::pass`]): row by row, but for a one-vector pass whose kernel and backend take four
+/// rows at once ([`RowKernel::dot_four_rows`]): rows `r`, `r + q`, `r + 2q`, `r + 3q` for `q` a
+/// quarter of the rows, then the rows left one at a time.
 #[inline(always)]
 pub(crate) fn pass_rows<V: Vector, K: RowKernel, const N: usize>(
     v: V,
