@@ -653,7 +653,7 @@ pub(crate) fn pass_rows<V: Vector, K: RowKernel, const N: usize>(
     let mut grouped = 0;
     if N == 1 {
         // Rows r, r + rows/4, r + rows/2 and r + 3·rows/4: four streams far apart in memory.
-        // Four neighbouring rows, read a block of each in turn, were half as fast: the hardware
+        // Neighbouring rows, read a block of each in turn, were half as fast: the hardware
         // prefetcher follows streams a few KiB apart badly (BENCHMARKS-notes).
         while grouped < quarter {
             let row = |k: usize| {
