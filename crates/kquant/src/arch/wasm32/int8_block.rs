@@ -34,7 +34,7 @@
 //! four blocks' quants (in workerd every load is bounds-checked: 16 of a lone block's 28 loads
 //! are activations), the four blocks' lanes are reduced together ([`row_totals`]) and their
 //! float terms come side by side in one `f32x4` ([`q4k_terms`]). The rows are a quarter of the
-//! matrix apart (`generic::pass_rows`): four neighbouring rows, read a block of each in turn,
+//! matrix apart (`generic::pass_rows`): neighbouring rows, read a block of each in turn,
 //! took twice the time, natively too (the hardware prefetcher follows streams a few KiB apart
 //! badly). Relaxed build in workerd: 0.85–0.93 of the time of one row after the other. Q6_K's
 //! blocks need six registers of quants each: four rows of them, their sums and scales, are more
