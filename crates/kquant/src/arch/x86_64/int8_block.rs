@@ -185,20 +185,15 @@ pub(super) unsafe fn q4k_sums<const K: usize>(
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
         prefetch_after(b);
-        // Written out by run length, as in `q6k_sums`: the blocks' `S` in the lanes of `sums`,
-        // their `M` in those of `mins`.
-        let (sums, mins) = match (b.as_slice(), xq8.as_slice(), bsums.as_slice()) {
+        // Written out by run length, as in `q6k_sums`; shorter runs repeat their last block.
+        let both = match (b.as_slice(), xq8.as_slice(), bsums.as_slice()) {
             ([b0], [x0], [s0]) => {
-                let (s, m) = q4k_lanes(b0, x0, s0);
-                let pairs = _mm_hadd_epi32(halves_added(s), m); // [s01 s23 m01 m23]
-                let both = _mm_hadd_epi32(pairs, pairs); // [S M S M]
-                (both, _mm_shuffle_epi32::<0b01_01_01_01>(both))
+                let l0 = q4k_lanes(b0, x0, s0);
+                four_sums_and_mins([l0, l0, l0, l0])
             }
             ([b0, b1], [x0, x1], [s0, s1]) => {
-                let ((l0, m0), (l1, m1)) = (q4k_lanes(b0, x0, s0), q4k_lanes(b1, x1, s1));
-                let sums = halves_added(_mm256_hadd_epi32(l0, l1)); // [l0 l0 l1 l1] in parts
-                let all = _mm_hadd_epi32(sums, _mm_hadd_epi32(m0, m1)); // [S0 S1 M0 M1]
-                (all, _mm_shuffle_epi32::<0b11_10_11_10>(all))
+                let l1 = q4k_lanes(b1, x1, s1);
+                four_sums_and_mins([q4k_lanes(b0, x0, s0), l1, l1, l1])
             }
             ([b0, b1, b2], [x0, x1, x2], [s0, s1, s2]) => {
                 let l2 = q4k_lanes(b2, x2, s2);
@@ -212,29 +207,24 @@ pub(super) unsafe fn q4k_sums<const K: usize>(
             ]),
             _ => return None,
         };
-        let (sums, mins): ([i32; 4], [i32; 4]) = (bytemuck::cast(sums), bytemuck::cast(mins));
-        let pairs = [
-            (sums[0], mins[0]),
-            (sums[1], mins[1]),
-            (sums[2], mins[2]),
-            (sums[3], mins[3]),
-        ];
-        pairs.first_chunk().copied()
+        let [s0, s1, s2, s3, m0, m1, m2, m3]: [i32; 8] = bytemuck::cast(both);
+        [(s0, m0), (s1, m1), (s2, m2), (s3, m3)]
+            .first_chunk()
+            .copied()
     }
 }
 
-/// A Q4_K block's eight 6-bit scales (i16 lanes 0..8) and eight mins (lanes 8..16), unpacked
+/// A Q4_K block's eight 6-bit scales (bytes 0..8) and eight mins (bytes 8..16), unpacked
 /// from its 12 bytes in vector registers by `BlockQ4K::scales_mins`'s word operations: with the
 /// bytes as words `w0 w1 w2`, the scales are `w0 & 0x3F…` and `(w2 & 0x0F…) | ((w0 >> 2) &
 /// 0x30…)`, the mins `w1 & 0x3F…` and `((w2 >> 4) & 0x0F…) | ((w1 >> 2) & 0x30…)`; the four words
-/// are computed side by side (two shuffles put `w0 w2 w1 w2` and `w0 w0 w0 w1` in the lanes),
-/// then widened.
+/// are computed side by side (two shuffles put `w0 w2 w1 w2` and `w0 w0 w0 w1` in the lanes).
 ///
 /// # Safety
 ///
 /// AVX2 must be available.
 #[inline(always)]
-pub(super) unsafe fn q4k_scales_mins(b: &BlockQ4K) -> __m256i {
+pub(super) unsafe fn q4k_scales_mins(b: &BlockQ4K) -> __m128i {
     // SAFETY: AVX2 is available (the caller's contract). The load reads bytes 4..20 of the
     // block (the 12 scale bytes and the first four of `qs`, unused), through a pointer to the
     // whole block.
@@ -249,30 +239,27 @@ pub(super) unsafe fn q4k_scales_mins(b: &BlockQ4K) -> __m256i {
         );
         let top_bits = _mm_and_si128(_mm_srli_epi32::<2>(high_sources), _mm_set1_epi8(0x30));
         let high_bits = _mm_or_si128(nibbles, top_bits);
-        _mm256_cvtepu8_epi16(_mm_blend_epi32::<0b1010>(low_bits, high_bits))
+        _mm_blend_epi32::<0b1010>(low_bits, high_bits)
     }
 }
 
-/// `S` of a Q4_K block in eight i32 lanes and `M` in four.
+/// `S` and `M` of a Q4_K block, each spread over eight i32 lanes.
 ///
 /// # Safety
 ///
 /// AVX2 must be available.
 #[inline(always)]
-unsafe fn q4k_lanes(b: &BlockQ4K, xq8: &[i8; 256], bsums: &[i16; 16]) -> (__m256i, __m128i) {
+unsafe fn q4k_lanes(b: &BlockQ4K, xq8: &[i8; 256], bsums: &[i16; 16]) -> (__m256i, __m256i) {
     // SAFETY: AVX2 is available (the caller's contract). Every load reads 32 bytes at an offset
     // that the fixed-size arrays hold: `qs` 128 bytes (four runs of 32), `xq8` 256 (eight),
     // `bsums` 32.
     unsafe {
-        // Scales in lanes 0..8 of the low half, mins in the high half, as i16.
-        let scales_mins = q4k_scales_mins(b);
-        let scales = _mm256_permute4x64_epi64::<0x44>(scales_mins);
-        let groups = _mm256_loadu_si256(bsums.as_ptr().cast());
-        let sub_blocks = _mm_hadd_epi16(
-            _mm256_castsi256_si128(groups),
-            _mm256_extracti128_si256::<1>(groups),
-        );
-        let mins = _mm_madd_epi16(_mm256_extracti128_si256::<1>(scales_mins), sub_blocks);
+        // The scale and min bytes in both 128-bit halves, for in-lane byte shuffles to widen.
+        let bytes = q4k_scales_mins(b);
+        let bytes = _mm256_set_m128i(bytes, bytes);
+        // Each min against its sub-block's two 16-weight group sums.
+        let mins = _mm256_shuffle_epi8(bytes, min_pairs());
+        let mins = _mm256_madd_epi16(mins, _mm256_loadu_si256(bsums.as_ptr().cast()));
         let nibble = _mm256_set1_epi8(0x0F);
         let mut sum = _mm256_setzero_si256();
         for s in 0..4 {
@@ -286,11 +273,12 @@ unsafe fn q4k_lanes(b: &BlockQ4K, xq8: &[i8; 256], bsums: &[i16; 16]) -> (__m256
                 _mm256_maddubs_epi16(_mm256_and_si256(q, nibble), x[0]),
                 _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble), x[1]),
             ];
-            // Per 128-bit half: four pair sums of sub-block 2s, then four of 2s + 1 (each at
-            // most 4·15·127), against their scales.
-            let pairs = _mm256_hadd_epi16(products[0], products[1]);
-            let scale = _mm256_shuffle_epi8(scales, sub_block_pair(s));
-            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, scale));
+            // Each sub-block's pair sums (each at most 2·15·127) against its scale.
+            let scaled = [
+                _mm256_madd_epi16(products[0], _mm256_shuffle_epi8(bytes, widened(2 * s))),
+                _mm256_madd_epi16(products[1], _mm256_shuffle_epi8(bytes, widened(2 * s + 1))),
+            ];
+            sum = _mm256_add_epi32(sum, _mm256_add_epi32(scaled[0], scaled[1]));
         }
         (sum, mins)
     }
@@ -376,30 +364,60 @@ fn group_quad(u: usize) -> __m256i {
     unsafe { _mm256_set_epi16(d, d, d, d, c, c, c, c, b, b, b, b, a, a, a, a) }
 }
 
-/// The shuffle that fills each half of a register with four copies of the i16 in lane `2s`,
-/// then four of lane `2s + 1` (`s` in 0..4), both taken from the same half.
+/// The shuffle that fills each half of a register with sixteen i16 copies of the scale in
+/// byte `scale_lane(k)` of that half (`k` in 0..8), zero-extended.
 #[inline(always)]
-fn sub_block_pair(s: usize) -> __m256i {
-    let (low, high) = (scale_selector(2 * s), scale_selector(2 * s + 1));
+fn widened(k: usize) -> __m256i {
+    let byte = scale_lane(k) as i16;
+    // SAFETY: `_mm256_set1_epi16` only builds a register (AVX, implied by the callers' AVX2).
+    unsafe { _mm256_set1_epi16(byte | -0x8000) }
+}
+
+/// The shuffle that widens the eight min bytes (8..16 of each half) to i16 lanes, each min
+/// twice: lanes `2s`, `2s + 1` of the register (sub-block `s`'s two groups) get min `s`.
+#[inline(always)]
+fn min_pairs() -> __m256i {
+    let lane = |j: i16| (8 + j / 2) | -0x8000;
     // SAFETY: `_mm256_set_epi16` only builds a register (AVX, implied by the callers' AVX2).
     unsafe {
         _mm256_set_epi16(
-            high, high, high, high, low, low, low, low, high, high, high, high, low, low, low, low,
+            lane(15),
+            lane(14),
+            lane(13),
+            lane(12),
+            lane(11),
+            lane(10),
+            lane(9),
+            lane(8),
+            lane(7),
+            lane(6),
+            lane(5),
+            lane(4),
+            lane(3),
+            lane(2),
+            lane(1),
+            lane(0),
         )
     }
 }
 
-/// The two `vpshufb` selector bytes that pick i16 lane `lane` (0..8) of a 128-bit half, or in
-/// the must-fail build `KQUANT_PERTURB=int8_block` the next lane: each scale group (Q6_K) or
-/// sub-block (Q4_K) then takes its neighbour's scale.
+/// The two `vpshufb` selector bytes that pick i16 lane `scale_lane(lane)` (0..8) of a 128-bit
+/// half.
 #[inline(always)]
 fn scale_selector(lane: usize) -> i16 {
-    let lane = if cfg!(kquant_perturb = "int8_block") {
+    let lane = scale_lane(lane) as u8;
+    i16::from_le_bytes([2 * lane, 2 * lane + 1])
+}
+
+/// The lane a scale group (Q6_K) or sub-block (Q4_K) takes its scale from: its own, or in the
+/// must-fail build `KQUANT_PERTURB=int8_block` the next one's.
+#[inline(always)]
+fn scale_lane(lane: usize) -> usize {
+    if cfg!(kquant_perturb = "int8_block") {
         (lane + 1) % 8
     } else {
         lane
-    };
-    i16::from_le_bytes([2 * lane as u8, 2 * lane as u8 + 1])
+    }
 }
 
 /// The sums of the eight i32 lanes of each of four registers (wrapping): two rounds of
@@ -417,22 +435,50 @@ unsafe fn four_lane_sums(v: [__m256i; 4]) -> __m128i {
     }
 }
 
-/// [`four_lane_sums`] of the four blocks' `S` lanes, and their `M` (four lanes each) reduced
-/// the same way: the four blocks' `S` and `M` in lane order.
+/// The sums of the eight i32 lanes of each of four blocks' `S` and `M` registers (wrapping):
+/// `[S0 S1 S2 S3 | M0 M1 M2 M3]`. A transpose by in-lane unpacks, no horizontal adds (each
+/// `vphaddd` takes two cycles of throughput on Zen 4, an unpack half of one): pairs of
+/// registers interleaved and added (two lanes of each left per half), the pairs' results
+/// interleaved and added (one per half), then the halves of the `S` and `M` results added.
 ///
 /// # Safety
 ///
 /// AVX2 must be available.
 #[inline(always)]
-unsafe fn four_sums_and_mins(v: [(__m256i, __m128i); 4]) -> (__m128i, __m128i) {
+unsafe fn four_sums_and_mins(v: [(__m256i, __m256i); 4]) -> __m256i {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
-        let sums = four_lane_sums([v[0].0, v[1].0, v[2].0, v[3].0]);
-        let pairs = [
-            _mm_hadd_epi32(v[0].1, v[1].1),
-            _mm_hadd_epi32(v[2].1, v[3].1),
-        ];
-        (sums, _mm_hadd_epi32(pairs[0], pairs[1]))
+        let sums = interleaved_sums::<2>(
+            interleaved_sums::<1>(v[0].0, v[1].0),
+            interleaved_sums::<1>(v[2].0, v[3].0),
+        );
+        let mins = interleaved_sums::<2>(
+            interleaved_sums::<1>(v[0].1, v[1].1),
+            interleaved_sums::<1>(v[2].1, v[3].1),
+        );
+        _mm256_add_epi32(
+            _mm256_permute2x128_si256::<0x20>(sums, mins),
+            _mm256_permute2x128_si256::<0x31>(sums, mins),
+        )
+    }
+}
+
+/// `a` and `b` interleaved by `W` i32 lanes at a time (1 or 2), low and high parts of each
+/// 128-bit half added: per half, `[a0+a2, b0+b2, a1+a3, b1+b3]` (`W` = 1) or `[a0+a2, a1+a3,
+/// b0+b2, b1+b3]` (`W` = 2).
+///
+/// # Safety
+///
+/// AVX2 must be available.
+#[inline(always)]
+unsafe fn interleaved_sums<const W: usize>(a: __m256i, b: __m256i) -> __m256i {
+    // SAFETY: AVX2 is available (the caller's contract).
+    unsafe {
+        if W == 1 {
+            _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b))
+        } else {
+            _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b))
+        }
     }
 }
 

@@ -163,11 +163,10 @@ mod tests {
             let b: &crate::BlockQ4K = bytemuck::from_bytes(&bytes);
             // SAFETY: AVX2 is available (checked above).
             let unpacked = unsafe { int8_block::q4k_scales_mins(b) };
-            let lanes: [i16; 16] = bytemuck::cast(unpacked);
+            let bytes: [u8; 16] = bytemuck::cast(unpacked);
             let (sc, m) = b.scales_mins();
-            let want: [i16; 16] =
-                core::array::from_fn(|k| i16::from(if k < 8 { sc[k] } else { m[k - 8] }));
-            assert_eq!(lanes, want, "scales {:?}", b.scales);
+            let want: [u8; 16] = core::array::from_fn(|k| if k < 8 { sc[k] } else { m[k - 8] });
+            assert_eq!(bytes, want, "scales {:?}", b.scales);
         }
     }
 
