@@ -4,34 +4,36 @@
 //!
 //! The integer sums of int8's canonical order (`generic::int8`) are exact, so any order of the
 //! integer operations gives the same `S` and `M`; only the float epilogue is fixed. This shape
-//! starts from ggml's AVX2 loops, which keep every step in the vector unit, and takes fewer
-//! instructions per block than they do (callgrind, AVX2 build, rows of 14 blocks: Q4_K 81
-//! against ggml's 102, Q6_K 89 against 101):
+//! starts from ggml's AVX2 loops, which keep every step in the vector unit, and uses no
+//! horizontal add: on Zen 4 each `vphaddw`/`vphaddd` takes two cycles of throughput where an
+//! unpack, a `madd` or a `vpshufb` takes half of one (measured on independent chains). An
+//! earlier shape paired registers by `hadd` and took fewer instructions (callgrind, AVX2 build,
+//! rows of 14 blocks: Q4_K 82 against 93 now, Q6_K 89 against 107) but more time: one vector
+//! against 2048 × 3584 Q4_K (in L3) went from 0.87–0.93 of ggml's speed to 0.94–1.07.
 //!
 //! * 32 weights at a time: `maddubs` multiplies the unsigned quants by the signed activation
-//!   quants and adds pairs into i16 (at most 2·63·127: no saturation).
-//! * Two such registers at a time: one `hadd` adds their i16 pairs again (at most 4·63·127,
-//!   still no overflow), giving in each 128-bit half four sums of one register's scale group and
-//!   four of the other's; one `madd` multiplies them by their scales and adds pairs into i32,
-//!   one `add` accumulates. ggml spends a `madd` and an `add` on each register (Q4_K 94 → 84
-//!   instructions per block, Q6_K 104 → 89).
-//! * The scales are widened to i16 once per block; each register pair's four scales are put in
-//!   place by one in-lane byte shuffle (`vpshufb`). Q4_K's 12 bytes of 6-bit scales and mins are
-//!   unpacked in vector registers ([`q4k_scales_mins`]; 84 → 81).
+//!   quants and adds pairs into i16 (at most 2·63·127: no saturation); one `madd` multiplies
+//!   the pairs by their scale group's scale (Q6_K: one group per 128-bit half) and adds pairs
+//!   into i32, one `add` accumulates.
+//! * The scales are put in place by one in-lane byte shuffle (`vpshufb`) per register: Q6_K's
+//!   widened to i16 once per block, Q4_K's straight from bytes (the shuffle's zeroing selector
+//!   widens them). Q4_K's 12 bytes of 6-bit scales and mins are unpacked in vector registers
+//!   ([`q4k_scales_mins`]).
 //! * Q6_K's `−32` is not subtracted per weight: `32 · Σ_j sc_j · bsum_j` (one `madd` of the
 //!   scales against the vector's group sums) comes off the lanes before the one reduction.
-//! * Q4_K's mins: `M = Σ_s m_s · (bsum_2s + bsum_2s+1)`, one `hadd` of the group sums into
-//!   sub-block sums and one `madd`, reduced together with `S`.
+//! * Q4_K's mins: `M = Σ_j m_{j/2} · bsum_j`, each min shuffled into its sub-block's two group
+//!   lanes and one `madd` against the vector's sixteen group sums, reduced together with `S`.
 //!
 //! The one-vector pass asks for runs of one to four consecutive blocks: a run's blocks are
 //! interleaved (independent work for the out-of-order core, which a lone block's chain of
 //! `madd`s and its reduction do not give: in rows of 14 blocks, each of the two left after
-//! three runs of four took about 1.6 times as long as a block of a run) and reduced together by
-//! horizontal adds to one i32 per block (two for Q4_K, side by side). A run of four also gets
-//! its float terms side by side ([`q6k_terms`], [`q4k_terms`]: the generic epilogue's
-//! operations lane by lane, F16C converting the four `d`, or `d` and `dmin`, at once; Q4_K
-//! 101 → 94 instructions per block), which the generic kernel adds to the row's sum in block
-//! order.
+//! three runs of four took about 1.6 times as long as a block of a run) and reduced together,
+//! shorter runs repeating their last block, by a transpose of in-lane unpacks and adds
+//! ([`four_lane_sums`], [`four_sums_and_mins`]) to one i32 per block (Q4_K: `S` and `M` in the
+//! two halves of one register). A run of four also gets its float terms side by side
+//! ([`q6k_terms`], [`q4k_terms`]: the generic epilogue's operations lane by lane, F16C
+//! converting the four `d`, or `d` and `dmin`, at once), which the generic kernel adds to the
+//! row's sum in block order.
 //!
 //! Each run first asks for the bytes of the next run to be brought into L1 (`prefetch_after`:
 //! one `prefetcht0` per 64 bytes). The hardware prefetcher follows the stream, but not closely
@@ -62,16 +64,15 @@ pub(super) unsafe fn q6k_sums<const K: usize>(
         // The blocks' calls written out by run length, not a loop over an array of registers
         // (which LLVM kept in memory) nor `array::from_fn` (a closure is a function of its own,
         // compiled without the caller's target features).
+        // Shorter runs repeat their last block.
         let sums = match (b.as_slice(), xq8.as_slice(), bsums.as_slice()) {
             ([b0], [x0], [s0]) => {
-                let quad = halves_added(q6k_lanes(b0, x0, s0));
-                let pair = _mm_add_epi32(quad, _mm_shuffle_epi32::<0b01_00_11_10>(quad));
-                _mm_add_epi32(pair, _mm_shuffle_epi32::<0b10_11_00_01>(pair))
+                let l0 = q6k_lanes(b0, x0, s0);
+                four_lane_sums([l0, l0, l0, l0])
             }
             ([b0, b1], [x0, x1], [s0, s1]) => {
-                let (l0, l1) = (q6k_lanes(b0, x0, s0), q6k_lanes(b1, x1, s1));
-                let quad = halves_added(_mm256_hadd_epi32(l0, l1)); // [l0 l0 l1 l1] in parts
-                _mm_hadd_epi32(quad, quad)
+                let l1 = q6k_lanes(b1, x1, s1);
+                four_lane_sums([q6k_lanes(b0, x0, s0), l1, l1, l1])
             }
             ([b0, b1, b2], [x0, x1, x2], [s0, s1, s2]) => {
                 let l2 = q6k_lanes(b2, x2, s2);
@@ -147,22 +148,19 @@ unsafe fn q6k_lanes(b: &BlockQ6K, xq8: &[i8; 256], bsums: &[i16; 16]) -> __m256i
                 ),
             ];
             for u in 0..2 {
-                // 32-weight runs k and k + 1: groups 2k..2k + 4 (2k and 2k + 2 in the low
-                // 128-bit halves, 2k + 1 and 2k + 3 in the high ones).
+                // 32-weight runs k and k + 1: groups 2k and 2k + 2 in the low 128-bit halves,
+                // 2k + 1 and 2k + 3 in the high ones.
                 let k = 4 * h + 2 * u;
                 let x = [
                     _mm256_loadu_si256(xq8[32 * k..].as_ptr().cast()),
                     _mm256_loadu_si256(xq8[32 * (k + 1)..].as_ptr().cast()),
                 ];
-                let products = [
-                    _mm256_maddubs_epi16(quants[2 * u], x[0]),
-                    _mm256_maddubs_epi16(quants[2 * u + 1], x[1]),
-                ];
-                // Per half: four pair sums of run k's group, then four of run k + 1's (each at
-                // most 4·63·127), against their scales.
-                let pairs = _mm256_hadd_epi16(products[0], products[1]);
-                let scale = _mm256_shuffle_epi8(half, group_quad(u));
-                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, scale));
+                // Each run's pair sums (each at most 2·63·127) against their groups' scales.
+                for (r, x) in x.into_iter().enumerate() {
+                    let products = _mm256_maddubs_epi16(quants[2 * u + r], x);
+                    let scale = _mm256_shuffle_epi8(half, group_pair(2 * u + r));
+                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, scale));
+                }
             }
         }
         _mm256_sub_epi32(sum, _mm256_slli_epi32::<5>(correction))
@@ -354,14 +352,18 @@ pub(super) unsafe fn q4k_terms(
     }
 }
 
-/// The shuffle that fills each half of a register with four copies of one i16 lane, then four
-/// of another, both from the same half: lanes `4u`, `4u + 2` in the low half and `4u + 1`,
-/// `4u + 3` in the high one (`u` in 0..2).
+/// The shuffle that fills the low half of a register with eight copies of i16 lane `2r`, the
+/// high half with eight of lane `2r + 1` (`r` in 0..4: a 32-weight run's two groups among the
+/// eight that each half holds).
 #[inline(always)]
-fn group_quad(u: usize) -> __m256i {
-    let [a, b, c, d] = [4 * u, 4 * u + 2, 4 * u + 1, 4 * u + 3].map(scale_selector);
+fn group_pair(r: usize) -> __m256i {
+    let (low, high) = (scale_selector(2 * r), scale_selector(2 * r + 1));
     // SAFETY: `_mm256_set_epi16` only builds a register (AVX, implied by the callers' AVX2).
-    unsafe { _mm256_set_epi16(d, d, d, d, c, c, c, c, b, b, b, b, a, a, a, a) }
+    unsafe {
+        _mm256_set_epi16(
+            high, high, high, high, high, high, high, high, low, low, low, low, low, low, low, low,
+        )
+    }
 }
 
 /// The shuffle that fills each half of a register with sixteen i16 copies of the scale in
@@ -420,8 +422,8 @@ fn scale_lane(lane: usize) -> usize {
     }
 }
 
-/// The sums of the eight i32 lanes of each of four registers (wrapping): two rounds of
-/// horizontal adds within the 128-bit halves, then the halves added.
+/// The sums of the eight i32 lanes of each of four registers (wrapping), by the transpose of
+/// [`four_sums_and_mins`], then the halves added.
 ///
 /// # Safety
 ///
@@ -430,8 +432,10 @@ fn scale_lane(lane: usize) -> usize {
 unsafe fn four_lane_sums(v: [__m256i; 4]) -> __m128i {
     // SAFETY: AVX2 is available (the caller's contract).
     unsafe {
-        let pairs = [_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3])];
-        halves_added(_mm256_hadd_epi32(pairs[0], pairs[1]))
+        halves_added(interleaved_sums::<2>(
+            interleaved_sums::<1>(v[0], v[1]),
+            interleaved_sums::<1>(v[2], v[3]),
+        ))
     }
 }
 
