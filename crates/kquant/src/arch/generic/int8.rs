@@ -39,10 +39,13 @@
 //! `Vector::q6k_interleaved_int8_sums` / `q4k_interleaved_int8_sums` (simd128) against a copy of
 //! the activation quants permuted the same way ([`PreparedInterleaved`]), in every pass one
 //! vector after the other; a backend without them runs the kernel of ggml's layout on each row
-//! converted back. A one-vector pass over Q4_K blocks in that layout takes four rows at once
-//! where the backend has their sums (`Vector::q4k_interleaved_int8_four_row_sums`, simd128:
-//! [`four_q4k_rows`]); each row's terms are the ones [`one_vector`] computes, added in block
-//! order, so each row's result is the same bits.
+//! converted back.
+//!
+//! A one-vector pass takes four rows at once where the backend has the sums of a block of each
+//! against the same block of the vector ([`four_rows`]: `Vector::q6k_int8_four_row_sums`,
+//! `q4k_int8_four_row_sums`: AVX2 and AVX-512; `q4k_interleaved_int8_four_row_sums`:
+//! simd128); each row's terms are the ones [`one_vector`] computes, added in block order, so
+//! each row's result is the same bits.
 
 use core::marker::PhantomData;
 
@@ -311,10 +314,18 @@ trait BlockRun {
         blocks: &[Self::Block; K],
         x: &PreparedRun<K>,
     ) -> Option<[Self::Sums; K]>;
-    /// The blocks' terms of the row's sum (the canonical epilogue), each block's its own.
+    /// The sums of one block of each of four rows against the same block of the vector, `None`
+    /// where the backend has no such sums.
+    fn four_row_sums<V: Vector>(
+        v: V,
+        blocks: [&Self::Block; 4],
+        xq8: &[i8; QK_K],
+        bsums: &[i16; 16],
+    ) -> Option<[Self::Sums; 4]>;
+    /// The blocks' terms of their rows' sums (the canonical epilogue), each block's its own.
     fn terms<V: Vector, const K: usize>(
         v: V,
-        blocks: &[Self::Block; K],
+        blocks: [&Self::Block; K],
         dx: &[f32; K],
         sums: &[Self::Sums; K],
     ) -> [f32; K];
@@ -335,9 +346,18 @@ impl<B: Q6Block> BlockRun for Q6Run<B> {
         B::int8_sums(blocks, v, x.xq8, x.bsums)
     }
     #[inline(always)]
+    fn four_row_sums<V: Vector>(
+        v: V,
+        blocks: [&B; 4],
+        xq8: &[i8; QK_K],
+        bsums: &[i16; 16],
+    ) -> Option<[i32; 4]> {
+        B::int8_four_row_sums(blocks, v, xq8, bsums)
+    }
+    #[inline(always)]
     fn terms<V: Vector, const K: usize>(
         v: V,
-        blocks: &[B; K],
+        blocks: [&B; K],
         dx: &[f32; K],
         sums: &[i32; K],
     ) -> [f32; K] {
@@ -371,13 +391,22 @@ impl BlockRun for Q4Run {
         v.q4k_int8_sums(blocks, x.xq8, x.bsums)
     }
     #[inline(always)]
+    fn four_row_sums<V: Vector>(
+        v: V,
+        blocks: [&BlockQ4K; 4],
+        xq8: &[i8; QK_K],
+        bsums: &[i16; 16],
+    ) -> Option<[(i32, i32); 4]> {
+        v.q4k_int8_four_row_sums(blocks, xq8, bsums)
+    }
+    #[inline(always)]
     fn terms<V: Vector, const K: usize>(
         v: V,
-        blocks: &[BlockQ4K; K],
+        blocks: [&BlockQ4K; K],
         dx: &[f32; K],
         sums: &[(i32, i32); K],
     ) -> [f32; K] {
-        q4k_terms(v, blocks.each_ref(), dx, sums)
+        q4k_terms(v, blocks, dx, sums)
     }
 }
 
@@ -415,14 +444,23 @@ impl BlockRun for Q6InterleavedRun {
         v.q6k_interleaved_int8_sums(blocks, x.xq8, x.bsums)
     }
     #[inline(always)]
+    fn four_row_sums<V: Vector>(
+        _v: V,
+        _blocks: [&BlockQ6KInterleaved; 4],
+        _xq8: &[i8; QK_K],
+        _bsums: &[i16; 16],
+    ) -> Option<[i32; 4]> {
+        None
+    }
+    #[inline(always)]
     fn terms<V: Vector, const K: usize>(
         v: V,
-        blocks: &[BlockQ6KInterleaved; K],
+        blocks: [&BlockQ6KInterleaved; K],
         dx: &[f32; K],
         sums: &[i32; K],
     ) -> [f32; K] {
         // `d` sits where ggml's blocks have it, which is all the terms read.
-        let ggml = bytemuck::cast_ref::<_, [BlockQ6K; K]>(blocks);
+        let ggml = blocks.map(bytemuck::cast_ref::<_, BlockQ6K>);
         Q6Run::<BlockQ6K>::terms(v, ggml, dx, sums)
     }
 }
@@ -442,14 +480,23 @@ impl BlockRun for Q4InterleavedRun {
         v.q4k_interleaved_int8_sums(blocks, x.xq8, x.bsums)
     }
     #[inline(always)]
+    fn four_row_sums<V: Vector>(
+        v: V,
+        blocks: [&BlockQ4KInterleaved; 4],
+        xq8: &[i8; QK_K],
+        bsums: &[i16; 16],
+    ) -> Option<[(i32, i32); 4]> {
+        v.q4k_interleaved_int8_four_row_sums(blocks, xq8, bsums)
+    }
+    #[inline(always)]
     fn terms<V: Vector, const K: usize>(
         v: V,
-        blocks: &[BlockQ4KInterleaved; K],
+        blocks: [&BlockQ4KInterleaved; K],
         dx: &[f32; K],
         sums: &[(i32, i32); K],
     ) -> [f32; K] {
         // `d` and `dmin` sit where ggml's blocks have them, which is all the terms read.
-        Q4Run::terms(v, bytemuck::cast_ref::<_, [BlockQ4K; K]>(blocks), dx, sums)
+        q4k_terms(v, blocks.map(bytemuck::cast_ref::<_, BlockQ4K>), dx, sums)
     }
 }
 
@@ -473,7 +520,7 @@ fn add_run<V: Vector, R: BlockRun, const K: usize>(
         return false;
     };
     // The terms side by side, then added in block order.
-    for term in R::terms(v, blocks, run.dx, &sums) {
+    for term in R::terms(v, blocks.each_ref(), run.dx, &sums) {
         *acc += term;
     }
     (*row, *x) = (rest, x_rest);
@@ -497,24 +544,25 @@ fn one_vector<V: Vector, R: BlockRun>(v: V, row: &[R::Block], x: &Prepared) -> (
     (acc, row.len() - rest.len())
 }
 
-/// Four rows of the interleaved layout against one vector, a block of each at a time
-/// (`Vector::q4k_interleaved_int8_four_row_sums`), their terms side by side ([`q4k_terms`]:
-/// the same terms as [`one_vector`]'s, added in block order, so the same bits); `None` where
-/// the backend has no such sums.
+/// Four rows against one vector, a block of each at a time ([`BlockRun::four_row_sums`]),
+/// their terms side by side ([`BlockRun::terms`]: the same terms as [`one_vector`]'s, each
+/// added to its row's sum in block order, so the same bits); `None` where the backend has no
+/// such sums.
 #[inline(always)]
-fn four_q4k_rows<V: Vector>(
+fn four_rows<V: Vector, R: BlockRun>(
     v: V,
-    [a, b, c, d]: [&[BlockQ4KInterleaved]; 4],
+    [a, b, c, d]: [&[R::Block]; 4],
     x: &Prepared,
 ) -> Option<[f32; 4]> {
     let mut acc = [0.0f32; 4];
     let blocks = a.iter().zip(b).zip(c.iter().zip(d));
     let parts = x.xq8.iter().zip(x.dx).zip(x.bsums);
     for (((a, b), (c, d)), ((xq8, &dx), bsums)) in blocks.zip(parts) {
-        let sums = v.q4k_interleaved_int8_four_row_sums([a, b, c, d], xq8, bsums)?;
-        // `d` and `dmin` sit where ggml's blocks have them, which is all the terms read.
-        let blocks = [a, b, c, d].map(bytemuck::cast_ref::<_, BlockQ4K>);
-        for (acc, term) in acc.iter_mut().zip(q4k_terms(v, blocks, &[dx; 4], &sums)) {
+        let sums = R::four_row_sums(v, [a, b, c, d], xq8, bsums)?;
+        for (acc, term) in acc
+            .iter_mut()
+            .zip(R::terms(v, [a, b, c, d], &[dx; 4], &sums))
+        {
             *acc += term;
         }
     }
@@ -571,6 +619,11 @@ impl<B: Q6Block + Copy> RowKernel for Q6KQ8<B> {
             }
         }
         acc
+    }
+
+    #[inline(always)]
+    fn dot_four_rows<V: Vector>(self, v: V, rows: [&[B]; 4], x: Prepared) -> Option<[f32; 4]> {
+        four_rows::<V, Q6Run<B>>(v, rows, &x)
     }
 }
 
@@ -661,7 +714,7 @@ impl RowKernel for Q4KQ8Interleaved {
         rows: [&[BlockQ4KInterleaved]; 4],
         x: PreparedInterleaved,
     ) -> Option<[f32; 4]> {
-        four_q4k_rows(v, rows, &x.permuted)
+        four_rows::<V, Q4InterleavedRun>(v, rows, &x.permuted)
     }
 }
 
@@ -717,5 +770,15 @@ impl RowKernel for Q4KQ8 {
             }
         }
         acc
+    }
+
+    #[inline(always)]
+    fn dot_four_rows<V: Vector>(
+        self,
+        v: V,
+        rows: [&[BlockQ4K]; 4],
+        x: Prepared,
+    ) -> Option<[f32; 4]> {
+        four_rows::<V, Q4Run>(v, rows, &x)
     }
 }

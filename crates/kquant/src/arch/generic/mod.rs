@@ -374,6 +374,28 @@ pub(crate) trait Vector: Copy {
     ) -> Option<[(i32, i32); K]> {
         None
     }
+    /// [`Vector::q6k_int8_sums`] of one block of each of four rows, against the same block of
+    /// the vector; `None` where the backend has no such sums.
+    #[inline(always)]
+    fn q6k_int8_four_row_sums(
+        self,
+        _b: [&BlockQ6K; 4],
+        _xq8: &[i8; QK_K],
+        _bsums: &[i16; 16],
+    ) -> Option<[i32; 4]> {
+        None
+    }
+    /// [`Vector::q4k_int8_sums`] of one block of each of four rows, against the same block of
+    /// the vector; `None` where the backend has no such sums.
+    #[inline(always)]
+    fn q4k_int8_four_row_sums(
+        self,
+        _b: [&BlockQ4K; 4],
+        _xq8: &[i8; QK_K],
+        _bsums: &[i16; 16],
+    ) -> Option<[(i32, i32); 4]> {
+        None
+    }
     /// [`Vector::q4k_interleaved_int8_sums`] of one block of each of four rows, against the
     /// same block of the vector; `None` where the backend has no such sums.
     #[inline(always)]
@@ -787,6 +809,13 @@ pub(crate) trait Q6Block: bytemuck::Pod {
         xq8: &[[i8; QK_K]; K],
         bsums: &[[i16; 16]; K],
     ) -> Option<[i32; K]>;
+    /// [`Vector::q6k_int8_four_row_sums`] for blocks of this layout.
+    fn int8_four_row_sums<V: Vector>(
+        blocks: [&Self; 4],
+        v: V,
+        xq8: &[i8; QK_K],
+        bsums: &[i16; 16],
+    ) -> Option<[i32; 4]>;
     /// `acc +` [`Vector::dot_scaled`] of a chunk.
     fn dot_scaled_add<V: Vector>(
         v: V,
@@ -821,6 +850,15 @@ impl Q6Block for BlockQ6K {
         bsums: &[[i16; 16]; K],
     ) -> Option<[i32; K]> {
         v.q6k_int8_sums(blocks, xq8, bsums)
+    }
+    #[inline(always)]
+    fn int8_four_row_sums<V: Vector>(
+        blocks: [&Self; 4],
+        v: V,
+        xq8: &[i8; QK_K],
+        bsums: &[i16; 16],
+    ) -> Option<[i32; 4]> {
+        v.q6k_int8_four_row_sums(blocks, xq8, bsums)
     }
     #[inline(always)]
     fn weight<V: Vector>(v: V, chunk: V::U, k: u32) -> V::F {
@@ -865,6 +903,15 @@ impl Q6Block for BlockQ6KPacked {
         _: &[[i8; QK_K]; K],
         _: &[[i16; 16]; K],
     ) -> Option<[i32; K]> {
+        None
+    }
+    #[inline(always)]
+    fn int8_four_row_sums<V: Vector>(
+        _: [&Self; 4],
+        _: V,
+        _: &[i8; QK_K],
+        _: &[i16; 16],
+    ) -> Option<[i32; 4]> {
         None
     }
     #[inline(always)]

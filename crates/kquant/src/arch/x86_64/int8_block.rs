@@ -4,36 +4,42 @@
 //!
 //! The integer sums of int8's canonical order (`generic::int8`) are exact, so any order of the
 //! integer operations gives the same `S` and `M`; only the float epilogue is fixed. This shape
-//! starts from ggml's AVX2 loops, which keep every step in the vector unit, and uses no
-//! horizontal add: on Zen 4 each `vphaddw`/`vphaddd` takes two cycles of throughput where an
-//! unpack, a `madd` or a `vpshufb` takes half of one (measured on independent chains). An
-//! earlier shape paired registers by `hadd` and took fewer instructions (callgrind, AVX2 build,
-//! rows of 14 blocks: Q4_K 82 against 93 now, Q6_K 89 against 107) but more time: one vector
-//! against 2048 × 3584 Q4_K (in L3) went from 0.87–0.93 of ggml's speed to 0.94–1.07.
+//! starts from ggml's AVX2 loops, which keep every step in the vector unit, and avoids their
+//! costliest step on Zen 4, the horizontal add: each `vphaddw`/`vphaddd` takes two cycles of
+//! throughput there, where an unpack, a `madd` or a `vpshufb` takes half of one (measured on
+//! independent chains).
 //!
 //! * 32 weights at a time: `maddubs` multiplies the unsigned quants by the signed activation
-//!   quants and adds pairs into i16 (at most 2·63·127: no saturation); one `madd` multiplies
-//!   the pairs by their scale group's scale (Q6_K: one group per 128-bit half) and adds pairs
-//!   into i32, one `add` accumulates.
-//! * The scales are put in place by one in-lane byte shuffle (`vpshufb`) per register: Q6_K's
-//!   widened to i16 once per block, Q4_K's straight from bytes (the shuffle's zeroing selector
-//!   widens them). Q4_K's 12 bytes of 6-bit scales and mins are unpacked in vector registers
-//!   ([`q4k_scales_mins`]).
+//!   quants and adds pairs into i16 (at most 2·63·127: no saturation).
+//! * Q4_K: one `madd` multiplies each register's pairs by its sub-block's scale and adds pairs
+//!   into i32, one `add` accumulates. The 12 bytes of 6-bit scales and mins are unpacked in
+//!   vector registers ([`q4k_scales_mins`]) and each sub-block's scale widened to i16 straight
+//!   from its byte by one in-lane byte shuffle (`vpshufb`, whose zeroing selector widens).
+//! * Q6_K: two registers at a time, one `hadd` adds their i16 pairs again (at most 4·63·127),
+//!   giving in each 128-bit half four sums of one register's scale group and four of the
+//!   other's; one `madd` against their scales (widened to i16 once per block, put in place by
+//!   one `vpshufb`), one `add`. Without the `hadd` (a `madd` per register, as for Q4_K) LLVM
+//!   hoisted the sixteen scale registers of a run of four blocks and spilled them: no faster.
 //! * Q6_K's `−32` is not subtracted per weight: `32 · Σ_j sc_j · bsum_j` (one `madd` of the
 //!   scales against the vector's group sums) comes off the lanes before the one reduction.
 //! * Q4_K's mins: `M = Σ_j m_{j/2} · bsum_j`, each min shuffled into its sub-block's two group
 //!   lanes and one `madd` against the vector's sixteen group sums, reduced together with `S`.
 //!
-//! The one-vector pass asks for runs of one to four consecutive blocks: a run's blocks are
-//! interleaved (independent work for the out-of-order core, which a lone block's chain of
-//! `madd`s and its reduction do not give: in rows of 14 blocks, each of the two left after
-//! three runs of four took about 1.6 times as long as a block of a run) and reduced together,
-//! shorter runs repeating their last block, by a transpose of in-lane unpacks and adds
-//! ([`four_lane_sums`], [`four_sums_and_mins`]) to one i32 per block (Q4_K: `S` and `M` in the
-//! two halves of one register). A run of four also gets its float terms side by side
-//! ([`q6k_terms`], [`q4k_terms`]: the generic epilogue's operations lane by lane, F16C
-//! converting the four `d`, or `d` and `dmin`, at once), which the generic kernel adds to the
-//! row's sum in block order.
+//! Blocks go four at a time (independent work for the out-of-order core, which a lone block's
+//! chain of `madd`s and its reduction do not give), reduced together by a transpose of in-lane
+//! unpacks and adds ([`four_lane_sums`], [`four_sums_and_mins`]) to one i32 per block (Q4_K:
+//! `S` and `M` in the two halves of one register). The one-vector pass takes a block of each
+//! of four rows a quarter of the matrix apart ([`q6k_four_row_sums`], [`q4k_four_row_sums`]),
+//! their float terms side by side ([`q6k_terms`], [`q4k_terms`]: the generic epilogue's
+//! operations lane by lane, F16C converting the four `d`, or `d` and `dmin`, at once), each
+//! added to its row's sum in block order; rows left over go in runs of one to four consecutive
+//! blocks ([`q6k_sums`], [`q4k_sums`]; shorter runs repeat their last block).
+//!
+//! Measured against the earlier shape (`hadd` pairs for both types, runs of consecutive blocks
+//! only), one vector against 2048 × 3584 Q4_K (in L3, `peer-timing` on a Zen 4 VM): 0.86–0.89
+//! of ggml's speed (AVX2) → 0.95–0.98; 1024 × 5376 Q6_K: 0.89–0.91 → 0.93. It takes more
+//! instructions than the earlier shape but less time (callgrind, AVX2 build, rows of 14 blocks:
+//! Q4_K 82 → 90 per block, Q6_K 89 → 93).
 //!
 //! Each run first asks for the bytes of the next run to be brought into L1 (`prefetch_after`:
 //! one `prefetcht0` per 64 bytes). The hardware prefetcher follows the stream, but not closely
@@ -42,6 +48,7 @@
 //! nothing.
 
 use core::arch::x86_64::*;
+use core::hint::black_box;
 
 use crate::{BlockQ4K, BlockQ6K};
 
@@ -88,6 +95,37 @@ pub(super) unsafe fn q6k_sums<const K: usize>(
         };
         let sums: [i32; 4] = bytemuck::cast(sums);
         sums.first_chunk().copied()
+    }
+}
+
+/// `S` of one Q6_K block of each of four rows (ggml's layout) against the same block of the
+/// vector, as [`q6k_sums`] computes it for a run of four.
+///
+/// # Safety
+///
+/// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
+#[inline(always)]
+pub(super) unsafe fn q6k_four_row_sums(
+    b: [&BlockQ6K; 4],
+    xq8: &[i8; 256],
+    bsums: &[i16; 16],
+) -> [i32; 4] {
+    // SAFETY: AVX2 is available (the caller's contract).
+    unsafe {
+        let [b0, b1, b2, b3] = b;
+        prefetch_after(core::array::from_ref(b0));
+        prefetch_after(core::array::from_ref(b1));
+        prefetch_after(core::array::from_ref(b2));
+        prefetch_after(core::array::from_ref(b3));
+        // The same activation block for all four: without the opaque references LLVM loads each
+        // of its eight registers once and keeps them live across the four blocks, which spills
+        // (one vector against Q6_K 1.6–2 times as slow, Q4_K on AVX-512 1.1–1.6 times).
+        bytemuck::cast(four_lane_sums([
+            q6k_lanes(b0, black_box(xq8), bsums),
+            q6k_lanes(b1, black_box(xq8), bsums),
+            q6k_lanes(b2, black_box(xq8), bsums),
+            q6k_lanes(b3, black_box(xq8), bsums),
+        ]))
     }
 }
 
@@ -148,19 +186,22 @@ unsafe fn q6k_lanes(b: &BlockQ6K, xq8: &[i8; 256], bsums: &[i16; 16]) -> __m256i
                 ),
             ];
             for u in 0..2 {
-                // 32-weight runs k and k + 1: groups 2k and 2k + 2 in the low 128-bit halves,
-                // 2k + 1 and 2k + 3 in the high ones.
+                // 32-weight runs k and k + 1: groups 2k..2k + 4 (2k and 2k + 2 in the low
+                // 128-bit halves, 2k + 1 and 2k + 3 in the high ones).
                 let k = 4 * h + 2 * u;
                 let x = [
                     _mm256_loadu_si256(xq8[32 * k..].as_ptr().cast()),
                     _mm256_loadu_si256(xq8[32 * (k + 1)..].as_ptr().cast()),
                 ];
-                // Each run's pair sums (each at most 2·63·127) against their groups' scales.
-                for (r, x) in x.into_iter().enumerate() {
-                    let products = _mm256_maddubs_epi16(quants[2 * u + r], x);
-                    let scale = _mm256_shuffle_epi8(half, group_pair(2 * u + r));
-                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, scale));
-                }
+                let products = [
+                    _mm256_maddubs_epi16(quants[2 * u], x[0]),
+                    _mm256_maddubs_epi16(quants[2 * u + 1], x[1]),
+                ];
+                // Per half: four pair sums of run k's group, then four of run k + 1's (each at
+                // most 4·63·127), against their scales.
+                let pairs = _mm256_hadd_epi16(products[0], products[1]);
+                let scale = _mm256_shuffle_epi8(half, group_quad(u));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, scale));
             }
         }
         _mm256_sub_epi32(sum, _mm256_slli_epi32::<5>(correction))
@@ -209,6 +250,37 @@ pub(super) unsafe fn q4k_sums<const K: usize>(
         [(s0, m0), (s1, m1), (s2, m2), (s3, m3)]
             .first_chunk()
             .copied()
+    }
+}
+
+/// `(S, M)` of one Q4_K block of each of four rows against the same block of the vector, as
+/// [`q4k_sums`] computes them for a run of four.
+///
+/// # Safety
+///
+/// AVX2 must be available (the callers are inlined into AVX2 or AVX-512 code).
+#[inline(always)]
+pub(super) unsafe fn q4k_four_row_sums(
+    b: [&BlockQ4K; 4],
+    xq8: &[i8; 256],
+    bsums: &[i16; 16],
+) -> [(i32, i32); 4] {
+    // SAFETY: AVX2 is available (the caller's contract).
+    unsafe {
+        let [b0, b1, b2, b3] = b;
+        prefetch_after(core::array::from_ref(b0));
+        prefetch_after(core::array::from_ref(b1));
+        prefetch_after(core::array::from_ref(b2));
+        prefetch_after(core::array::from_ref(b3));
+        // Opaque references to the activation block, as in `q6k_four_row_sums`.
+        let both = four_sums_and_mins([
+            q4k_lanes(b0, black_box(xq8), bsums),
+            q4k_lanes(b1, black_box(xq8), bsums),
+            q4k_lanes(b2, black_box(xq8), bsums),
+            q4k_lanes(b3, black_box(xq8), bsums),
+        ]);
+        let [s0, s1, s2, s3, m0, m1, m2, m3]: [i32; 8] = bytemuck::cast(both);
+        [(s0, m0), (s1, m1), (s2, m2), (s3, m3)]
     }
 }
 
@@ -352,18 +424,14 @@ pub(super) unsafe fn q4k_terms(
     }
 }
 
-/// The shuffle that fills the low half of a register with eight copies of i16 lane `2r`, the
-/// high half with eight of lane `2r + 1` (`r` in 0..4: a 32-weight run's two groups among the
-/// eight that each half holds).
+/// The shuffle that fills each half of a register with four copies of one i16 lane, then four
+/// of another, both from the same half: lanes `4u`, `4u + 2` in the low half and `4u + 1`,
+/// `4u + 3` in the high one (`u` in 0..2).
 #[inline(always)]
-fn group_pair(r: usize) -> __m256i {
-    let (low, high) = (scale_selector(2 * r), scale_selector(2 * r + 1));
+fn group_quad(u: usize) -> __m256i {
+    let [a, b, c, d] = [4 * u, 4 * u + 2, 4 * u + 1, 4 * u + 3].map(scale_selector);
     // SAFETY: `_mm256_set_epi16` only builds a register (AVX, implied by the callers' AVX2).
-    unsafe {
-        _mm256_set_epi16(
-            high, high, high, high, high, high, high, high, low, low, low, low, low, low, low, low,
-        )
-    }
+    unsafe { _mm256_set_epi16(d, d, d, d, c, c, c, c, b, b, b, b, a, a, a, a) }
 }
 
 /// The shuffle that fills each half of a register with sixteen i16 copies of the scale in

@@ -27,6 +27,26 @@ macro_rules! int8_block_sums {
             unsafe { super::int8_block::q4k_sums(b, xq8, bsums) }
         }
         #[inline(always)]
+        fn q6k_int8_four_row_sums(
+            self,
+            b: [&crate::BlockQ6K; 4],
+            xq8: &[i8; crate::QK_K],
+            bsums: &[i16; 16],
+        ) -> Option<[i32; 4]> {
+            // SAFETY: as in `q6k_int8_sums`.
+            Some(unsafe { super::int8_block::q6k_four_row_sums(b, xq8, bsums) })
+        }
+        #[inline(always)]
+        fn q4k_int8_four_row_sums(
+            self,
+            b: [&crate::BlockQ4K; 4],
+            xq8: &[i8; crate::QK_K],
+            bsums: &[i16; 16],
+        ) -> Option<[(i32, i32); 4]> {
+            // SAFETY: as in `q6k_int8_sums`.
+            Some(unsafe { super::int8_block::q4k_four_row_sums(b, xq8, bsums) })
+        }
+        #[inline(always)]
         fn q6k_int8_terms<const K: usize>(
             self,
             d: &[[u8; 2]; K],
