@@ -120,12 +120,17 @@ pub(super) unsafe fn q6k_four_row_sums(
         // The same activation block for all four: without the opaque references LLVM loads each
         // of its eight registers once and keeps them live across the four blocks, which spills
         // (one vector against Q6_K 1.6–2 times as slow, Q4_K on AVX-512 1.1–1.6 times).
-        bytemuck::cast(four_lane_sums([
+        let [s0, s1, s2, s3]: [i32; 4] = bytemuck::cast(four_lane_sums([
             q6k_lanes(b0, black_box(xq8), bsums),
             q6k_lanes(b1, black_box(xq8), bsums),
             q6k_lanes(b2, black_box(xq8), bsums),
             q6k_lanes(b3, black_box(xq8), bsums),
-        ]))
+        ]));
+        if cfg!(kquant_perturb = "four_rows") {
+            [s1, s0, s2, s3] // A must-fail build's bug: the first two rows' `S` swapped.
+        } else {
+            [s0, s1, s2, s3]
+        }
     }
 }
 
@@ -280,7 +285,11 @@ pub(super) unsafe fn q4k_four_row_sums(
             q4k_lanes(b3, black_box(xq8), bsums),
         ]);
         let [s0, s1, s2, s3, m0, m1, m2, m3]: [i32; 8] = bytemuck::cast(both);
-        [(s0, m0), (s1, m1), (s2, m2), (s3, m3)]
+        if cfg!(kquant_perturb = "four_rows") {
+            [(s1, m0), (s0, m1), (s2, m2), (s3, m3)] // As in `q6k_four_row_sums`.
+        } else {
+            [(s0, m0), (s1, m1), (s2, m2), (s3, m3)]
+        }
     }
 }
 
