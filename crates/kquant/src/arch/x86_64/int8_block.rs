@@ -37,7 +37,7 @@
 //!
 //! Measured against the earlier shape (`hadd` pairs for both types, runs of consecutive blocks
 //! only), one vector against 2048 × 3584 Q4_K (in L3, `peer-timing` on a Zen 4 VM): 0.86–0.89
-//! of ggml's speed (AVX2) → 0.95–0.98; 1024 × 5376 Q6_K: 0.89–0.91 → 0.93. It takes more
+//! of ggml's speed (AVX2) → 0.95–0.98; 1024 × 5376 Q6_K: 0.84–0.91 → 0.91–0.94. It takes more
 //! instructions than the earlier shape but less time (callgrind, AVX2 build, rows of 14 blocks:
 //! Q4_K 82 → 90 per block, Q6_K 89 → 93).
 //!
