@@ -29,7 +29,7 @@ pub enum Backend {
     /// x86_64 AVX2 (+ F16C), 8 lanes, chosen at run time (with the `std` feature) or at
     /// compile time.
     Avx2,
-    /// x86_64 AVX-512 F + BW (+ F16C), 16 lanes, chosen like [`Backend::Avx2`].
+    /// x86_64 AVX-512 F + BW + VL (+ F16C), 16 lanes, chosen like [`Backend::Avx2`].
     Avx512,
     /// [`Backend::Avx512`] whose int8 kernels accumulate with AVX-512 VNNI's `vpdpwssd`; its
     /// exact kernels are AVX-512's.
@@ -173,6 +173,7 @@ fn avx2_detected() -> bool {
 fn avx512_detected() -> bool {
     std::is_x86_feature_detected!("avx512f")
         && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vl")
         && std::is_x86_feature_detected!("f16c")
 }
 
@@ -182,6 +183,7 @@ fn avx512_detected() -> bool {
         target_arch = "x86_64",
         target_feature = "avx512f",
         target_feature = "avx512bw",
+        target_feature = "avx512vl",
         target_feature = "f16c"
     ))
 }
