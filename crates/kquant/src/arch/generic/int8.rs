@@ -443,6 +443,8 @@ impl BlockRun for Q6InterleavedRun {
     ) -> Option<[i32; K]> {
         v.q6k_interleaved_int8_sums(blocks, x.xq8, x.bsums)
     }
+    /// None: simd128's four Q6_K rows at once were slower than one row after the other (the
+    /// register file; BENCHMARKS-notes, "Four rows at once").
     #[inline(always)]
     fn four_row_sums<V: Vector>(
         _v: V,
