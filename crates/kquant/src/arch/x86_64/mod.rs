@@ -183,10 +183,10 @@ mod tests {
             let b: &crate::BlockQ4K = bytemuck::from_bytes(&bytes);
             // SAFETY: AVX2 is available (checked above).
             let unpacked = unsafe { int8_block::q4k_scales_mins(b) };
-            let bytes: [u8; 16] = bytemuck::cast(unpacked);
+            let got: [u8; 16] = bytemuck::cast(unpacked);
             let (sc, m) = b.scales_mins();
             let want: [u8; 16] = core::array::from_fn(|k| if k < 8 { sc[k] } else { m[k - 8] });
-            assert_eq!(bytes, want, "scales {:?}", b.scales);
+            assert_eq!(got, want, "scales {:?}", b.scales);
         }
     }
 
