@@ -5,19 +5,22 @@
 //! harness):
 //!
 //! ```sh
-//! cargo run --release -p cobordism-benches --bin kernel-timing [-- RUNS] [--json FILE]
+//! cargo run --release -p cobordism-benches --bin kernel-timing \
+//!     [-- RUNS] [--json FILE] [--case TYPE:ROWSxCOLS]… [--calls N]
 //! cargo run --release -p cobordism-benches --bin kernel-timing --target wasm32-wasip1 [-- RUNS]
 //! ```
 
 use std::hint::black_box;
 
-use cobordism_benches::{median_ms, sequential_read, TimingArgs, CASES};
+use cobordism_benches::{median_ms, sequential_read, TimingArgs};
 use kquant::{repack, Backend, Layout, QMatrix};
 
 fn main() {
     let TimingArgs {
         runs,
         json: json_path,
+        cases,
+        calls,
     } = TimingArgs::from_env();
     let mut json = String::new();
     let arch = std::env::consts::ARCH;
@@ -26,13 +29,13 @@ fn main() {
     println!("| case | kernel | ms | GB/s | × memory floor | vs scalar |");
     println!("|---|---|---:|---:|---:|---:|");
     let mut batches = Vec::new();
-    for case in CASES {
+    for case in cases {
         let (w, x) = case.data(1);
         let m = QMatrix::new(case.ty, &w, case.rows, case.cols).unwrap();
         let mut out = vec![0.0; case.rows];
         let mut scratch = vec![0.0; m.scratch_len()];
         let gb = case.weight_bytes() as f64 / 1e9;
-        let floor = median_ms(runs, || {
+        let floor = median_ms(runs, calls, || {
             black_box(sequential_read(black_box(&w)));
         });
         // One row of the table and, if `charted`, one JSON line for the chart.
@@ -56,7 +59,7 @@ fn main() {
         report("memory floor", floor, None, true);
         let mut scalar_ms = None;
         for backend in Backend::available() {
-            let ms = median_ms(runs, || {
+            let ms = median_ms(runs, calls, || {
                 m.mat_vec_with(backend, black_box(&x), &mut out, &mut scratch)
                     .unwrap()
             });
@@ -67,7 +70,7 @@ fn main() {
         let mut int8_scratch = vec![0.0; m.int8_scratch_len()];
         // The int8 mode on every SIMD backend (AVX-512 with and without VNNI side by side).
         for backend in Backend::available().filter(|&b| b != Backend::Scalar) {
-            let ms = median_ms(runs, || {
+            let ms = median_ms(runs, calls, || {
                 m.mat_mat_int8_with(backend, black_box(&x), &mut out, &mut int8_scratch)
                     .unwrap()
             });
@@ -80,13 +83,13 @@ fn main() {
             let p = QMatrix::with_layout(case.ty, Layout::Packed6, &packed, case.rows, case.cols)
                 .unwrap();
             for backend in Backend::available() {
-                let ms = median_ms(runs, || {
+                let ms = median_ms(runs, calls, || {
                     p.mat_vec_with(backend, black_box(&x), &mut out, &mut scratch)
                         .unwrap()
                 });
                 report(&format!("{backend}, packed6 layout"), ms, scalar_ms, false);
             }
-            let ms = median_ms(runs, || {
+            let ms = median_ms(runs, calls, || {
                 p.mat_mat_int8_with(best, black_box(&x), &mut out, &mut int8_scratch)
                     .unwrap()
             });
@@ -97,7 +100,7 @@ fn main() {
                 false,
             );
         }
-        let single = median_ms(runs, || {
+        let single = median_ms(runs, calls, || {
             m.mat_vec_with(best, black_box(&x), &mut out, &mut scratch)
                 .unwrap()
         });
@@ -105,7 +108,7 @@ fn main() {
             let xs = x.repeat(n);
             let mut outs = vec![0.0; n * case.rows];
             let mut scratch = vec![0.0; n * m.scratch_len()];
-            let ms = median_ms(runs, || {
+            let ms = median_ms(runs, calls, || {
                 m.mat_mat_with(best, black_box(&xs), &mut outs, &mut scratch)
                     .unwrap()
             });

@@ -6,7 +6,7 @@
 //!
 //! ```sh
 //! GGML_SRC=$(scripts/fetch-ggml.sh) cargo run --release -p cobordism-peers --bin peer-timing \
-//!     [-- RUNS] [--json FILE]
+//!     [-- RUNS] [--json FILE] [--case TYPE:ROWSxCOLS]… [--calls N]
 //! cargo run --release -p cobordism-peers --bin peer-timing --target wasm32-wasip1 [-- RUNS]
 //! ```
 //!
@@ -15,7 +15,7 @@
 
 use std::hint::black_box;
 
-use cobordism_benches::{sequential_read, TimingArgs, CASES};
+use cobordism_benches::{sequential_read, TimingArgs};
 use cobordism_peers::candle::{candle_path, pin_threads, CandleMatrix};
 use cobordism_peers::timing::Row;
 use kquant::{Backend, QMatrix};
@@ -30,10 +30,11 @@ fn max_rel_err(a: &[f32], b: &[f32]) -> f32 {
 /// A kernel's name and one call of it.
 type Kernel<'a> = (&'a String, Box<dyn FnMut() + 'a>);
 
-/// The medians of `kernels`, each called `runs` times after one warm-up, alternated call by call
-/// (so that the machine's drift falls on all of them alike), each round starting one kernel
-/// later than the last (so that no kernel always runs right after the same one).
-fn alternated_medians(runs: usize, kernels: &mut [&mut dyn FnMut()]) -> Vec<f64> {
+/// The medians of `kernels` in milliseconds per call, each timed `runs` times (`calls` calls a
+/// time) after one warm-up, alternated (so that the machine's drift falls on all of them alike),
+/// each round starting one kernel later than the last (so that no kernel always runs right after
+/// the same one).
+fn alternated_medians(runs: usize, calls: usize, kernels: &mut [&mut dyn FnMut()]) -> Vec<f64> {
     for k in kernels.iter_mut() {
         k();
     }
@@ -42,8 +43,10 @@ fn alternated_medians(runs: usize, kernels: &mut [&mut dyn FnMut()]) -> Vec<f64>
     for round in 0..runs {
         for i in (0..n).map(|k| (round + k) % n) {
             let start = std::time::Instant::now();
-            kernels[i]();
-            times[i].push(start.elapsed().as_secs_f64() * 1e3);
+            for _ in 0..calls {
+                kernels[i]();
+            }
+            times[i].push(start.elapsed().as_secs_f64() * 1e3 / calls as f64);
         }
     }
     times
@@ -60,6 +63,8 @@ fn main() {
     let TimingArgs {
         runs,
         json: json_path,
+        cases,
+        calls,
     } = TimingArgs::from_env();
     let arch = std::env::consts::ARCH;
     let best = Backend::best();
@@ -89,7 +94,7 @@ fn main() {
     println!("|---|---|---:|---:|---:|---:|");
     let mut json = String::new();
     let mut errors = Vec::new();
-    for case in CASES {
+    for case in cases {
         let label = case.label();
         let (w, x) = case.data(1);
         let kq = QMatrix::new(case.ty, &w, case.rows, case.cols).expect("valid case");
@@ -156,11 +161,11 @@ fn main() {
             &candle_name,
             Box::new(move || peer.mat_vec(black_box(x), &mut y)),
         ));
-        let mut calls: Vec<&mut dyn FnMut()> = kernels
+        let mut kernel_calls: Vec<&mut dyn FnMut()> = kernels
             .iter_mut()
             .map(|(_, k)| &mut **k as &mut dyn FnMut())
             .collect();
-        let medians = alternated_medians(runs, &mut calls);
+        let medians = alternated_medians(runs, calls, &mut kernel_calls);
         let of = |name: &String| {
             kernels
                 .iter()
