@@ -68,9 +68,9 @@ every_line cobordism-protocol PROTOCOL_PERTURB
 every_line kquant KQUANT_PERTURB
 # In workerd, the relaxed build's int8 kernels (which Node 20 cannot run right): with the signed
 # activations in the 7-bit operand (what LLVM once chose on its own), the interleaved layout's
-# kernel with its half blocks' activations swapped, and its four-row Q4_K pass with two rows'
-# sums swapped, the engine module's int8 check must find other bits. Built in a target directory of its own, so that target/engine-relaxed keeps
-# the correct module.
+# kernel with its half blocks' activations swapped, and its four-row passes with two rows'
+# sums swapped, the engine module's int8 check must find other bits. Built in a target directory
+# of its own, so that target/engine-relaxed keeps the correct module.
 log=$out/relaxed.log
 module=target/must-fail-relaxed/wasm32-unknown-unknown/release/cobordism_engine_bench.wasm
 for perturbation in interleaved four_rows signed_i7; do

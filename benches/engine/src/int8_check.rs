@@ -7,7 +7,7 @@
 //! Each case draws a shape (1…40 rows, 256…2048 columns, 1…8 vectors), weights and vectors from
 //! a seed, every third case adversarial: quants all at their maximum or all zero, scales at
 //! their extremes, and vectors at ±max and on the rounding edges of the 8-bit quantization
-//! (`k + ½` steps of `amax/127`). Q6_K runs in both layouts.
+//! (`k + ½` steps of `amax/127`). Each case runs in every layout of its type.
 
 use crate::kquant_cases::same_bits;
 use kquant::synth::{extreme_blocks, random_blocks, SplitMix64};

@@ -443,16 +443,14 @@ impl BlockRun for Q6InterleavedRun {
     ) -> Option<[i32; K]> {
         v.q6k_interleaved_int8_sums(blocks, x.xq8, x.bsums)
     }
-    /// None: simd128's four Q6_K rows at once were slower than one row after the other (the
-    /// register file; BENCHMARKS-notes, "Four rows at once").
     #[inline(always)]
     fn four_row_sums<V: Vector>(
-        _v: V,
-        _blocks: [&BlockQ6KInterleaved; 4],
-        _xq8: &[i8; QK_K],
-        _bsums: &[i16; 16],
+        v: V,
+        blocks: [&BlockQ6KInterleaved; 4],
+        xq8: &[i8; QK_K],
+        bsums: &[i16; 16],
     ) -> Option<[i32; 4]> {
-        None
+        v.q6k_interleaved_int8_four_row_sums(blocks, xq8, bsums)
     }
     #[inline(always)]
     fn terms<V: Vector, const K: usize>(
@@ -677,6 +675,16 @@ impl RowKernel for Q6KQ8Interleaved {
         }
         let (ggml, n) = super::ggml_row::<_, BlockQ6K>(row);
         Q6KQ8(PhantomData).dot(v, &ggml[..n], prepared.map(|x| x.plain))
+    }
+
+    #[inline(always)]
+    fn dot_four_rows<V: Vector>(
+        self,
+        v: V,
+        rows: [&[BlockQ6KInterleaved]; 4],
+        x: PreparedInterleaved,
+    ) -> Option<[f32; 4]> {
+        four_rows::<V, Q6InterleavedRun>(v, rows, &x.permuted)
     }
 }
 

@@ -396,6 +396,17 @@ pub(crate) trait Vector: Copy {
     ) -> Option<[(i32, i32); 4]> {
         None
     }
+    /// [`Vector::q6k_interleaved_int8_sums`] of one block of each of four rows, against the
+    /// same block of the vector; `None` where the backend has no such sums.
+    #[inline(always)]
+    fn q6k_interleaved_int8_four_row_sums(
+        self,
+        _b: [&BlockQ6KInterleaved; 4],
+        _xq8: &[i8; QK_K],
+        _bsums: &[i16; 16],
+    ) -> Option<[i32; 4]> {
+        None
+    }
     /// [`Vector::q4k_interleaved_int8_sums`] of one block of each of four rows, against the
     /// same block of the vector; `None` where the backend has no such sums.
     #[inline(always)]

@@ -99,19 +99,32 @@ fn q6k_quants<const R: bool>(
     t: usize,
     u: usize,
 ) -> v128 {
-    let l = ql[2 * (t % 2) + u];
+    q6k_quants_of(v, ql[2 * (t % 2) + u], qh[u], t)
+}
+
+/// The 16 quants at `t` of one `ql` register `l` and one `qh` register `h` ([`q6k_quants`]).
+#[inline(always)]
+fn q6k_quants_of<const R: bool>(v: Simd128<R>, l: v128, h: v128, t: usize) -> v128 {
     let low = if t < 2 {
         v128_and(l, v.nibbles)
     } else {
         v128_and(u16x8_shr(l, 4), v.nibbles)
     };
     let shifted = match t {
-        0 => i16x8_shl(qh[u], 4),
-        1 => i16x8_shl(qh[u], 2),
-        2 => qh[u],
-        _ => u16x8_shr(qh[u], 2),
+        0 => i16x8_shl(h, 4),
+        1 => i16x8_shl(h, 2),
+        2 => h,
+        _ => u16x8_shr(h, 2),
     };
     v128_or(low, v128_and(shifted, v.top_pair))
+}
+
+/// Eight bytes as i8 widened to i16 lanes.
+#[inline(always)]
+fn load8_widened(items: &[u8]) -> v128 {
+    let b = &items[..8];
+    // SAFETY: `b` is 8 readable bytes; `i16x8_load_extend_i8x8` has no alignment requirement.
+    unsafe { i16x8_load_extend_i8x8(b.as_ptr().cast()) }
 }
 
 /// `S` of a Q6_K block (ggml's layout): `Σ_j sc_j · Σ_{i in j} (q_i − 32) · xq_i`.
@@ -468,6 +481,64 @@ pub(super) fn q4k_interleaved_four_row_sums<const R: bool>(
     ]
 }
 
+/// [`q6k_interleaved_sum`] of four rows' blocks against the same part of the vector, each
+/// activation register loaded once for the four blocks. Per half block and `qh` register `u`
+/// (a loop kept a loop, as in [`q4k_interleaved_four_row_sums`]), each `ql` register `2p + u`
+/// gives its low nibbles (`t = p`) and its high ones (`t = p + 2`): a block has its `qh[u]`
+/// and one `ql` register live while its pairs of products are scaled. The four blocks' lanes
+/// are reduced together ([`row_totals`]).
+#[inline(always)]
+pub(super) fn q6k_interleaved_four_row_sums<const R: bool>(
+    v: Simd128<R>,
+    blocks: [&BlockQ6KInterleaved; 4],
+    xq8: &[i8; QK_K],
+    bsums: &[i16; 16],
+) -> [i32; 4] {
+    let mut sum = [i32x4_splat(0); 4];
+    for h in 0..2 {
+        let half = 8 * activation_half(h);
+        let scales = blocks.map(|b| LaneScales::new::<R>(load8_widened(&b.scales[8 * h..])));
+        for u in 0..2 {
+            let qh = blocks.map(|b| load16(&b.qh[32 * h + 16 * u..]));
+            for p in 0..2 {
+                let x = [
+                    load16(&xq8[16 * (half + 2 * p + u)..]),
+                    load16(&xq8[16 * (half + 2 * p + 4 + u)..]),
+                ];
+                for k in 0..4 {
+                    let l = load16(&blocks[k].ql[64 * h + 16 * (2 * p + u)..]);
+                    let sums = LaneSums::new()
+                        .add(v, q6k_quants_of(v, l, qh[k], p), x[0])
+                        .add(v, q6k_quants_of(v, l, qh[k], p + 2), x[1]);
+                    sum[k] = sums.scaled::<R>(sum[k], scales[k]);
+                }
+            }
+        }
+    }
+    let x_sums = [load16(&bsums[..8]), load16(&bsums[8..])];
+    for (sum, b) in sum.iter_mut().zip(blocks) {
+        let sc = load16(&b.scales);
+        let correction = i32x4_add(
+            i32x4_dot_i16x8(i16x8_extend_low_i8x16(sc), x_sums[0]),
+            i32x4_dot_i16x8(i16x8_extend_high_i8x16(sc), x_sums[1]),
+        );
+        *sum = i32x4_sub(*sum, i32x4_shl(correction, 5));
+    }
+    let s = row_totals(sum);
+    // A must-fail build's bug (`KQUANT_PERTURB=four_rows`): the first two rows' `S` swapped.
+    let s = if cfg!(kquant_perturb = "four_rows") {
+        i32x4_shuffle::<1, 0, 2, 3>(s, s)
+    } else {
+        s
+    };
+    [
+        i32x4_extract_lane::<0>(s),
+        i32x4_extract_lane::<1>(s),
+        i32x4_extract_lane::<2>(s),
+        i32x4_extract_lane::<3>(s),
+    ]
+}
+
 /// The sums of the i32 lanes of each of four registers (wrapping), in the lanes of one: the
 /// registers transposed by two rounds of interleaving shuffles, added as they go.
 #[inline(always)]
@@ -518,6 +589,24 @@ fn lanes(v: v128) -> [f32; 4] {
         f32x4_extract_lane::<2>(v),
         f32x4_extract_lane::<3>(v),
     ]
+}
+
+/// The float terms of four Q6_K blocks, `(d·dx)·f32(S)`, one block per lane, from their `d`.
+#[inline(always)]
+pub(super) fn q6k_terms(d: &[[u8; 2]; 4], dx: &[f32; 4], s: &[i32; 4]) -> [f32; 4] {
+    let lane = |[low, high]: [u8; 2]| i32::from(u16::from_le_bytes([low, high]));
+    let d = i32x4(lane(d[0]), lane(d[1]), lane(d[2]), lane(d[3]));
+    let s = i32x4(s[0], s[1], s[2], s[3]);
+    let scaled = f32x4_mul(
+        f32x4_mul(f16x4_to_f32(d), load16(dx)),
+        f32x4_convert_i32x4(s),
+    );
+    let [t0, t1, t2, t3] = lanes(scaled);
+    if cfg!(kquant_perturb = "int8_terms") {
+        [t1, t0, t2, t3] // A must-fail build's bug: the first two blocks' terms swapped.
+    } else {
+        [t0, t1, t2, t3]
+    }
 }
 
 /// The float terms of four Q4_K blocks, `(d·dx)·f32(S) − (dmin·dx)·f32(M)`, one block per lane.

@@ -380,6 +380,17 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
         }
     }
     #[inline(always)]
+    fn q6k_interleaved_int8_four_row_sums(
+        self,
+        b: [&BlockQ6KInterleaved; 4],
+        xq8: &[i8; QK_K],
+        bsums: &[i16; 16],
+    ) -> Option<[i32; 4]> {
+        Some(super::int8_block::q6k_interleaved_four_row_sums(
+            self, b, xq8, bsums,
+        ))
+    }
+    #[inline(always)]
     fn q4k_interleaved_int8_four_row_sums(
         self,
         b: [&BlockQ4KInterleaved; 4],
@@ -389,6 +400,22 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
         Some(super::int8_block::q4k_interleaved_four_row_sums(
             self, b, xq8, bsums,
         ))
+    }
+    /// Four at a time (four rows' blocks: `q6k_interleaved_int8_four_row_sums`): the four terms
+    /// in one `f32x4` (`int8_block::q6k_terms`).
+    #[inline(always)]
+    fn q6k_int8_terms<const K: usize>(
+        self,
+        d: &[[u8; 2]; K],
+        dx: &[f32; K],
+        sums: &[i32; K],
+    ) -> Option<[f32; K]> {
+        let terms = super::int8_block::q6k_terms(
+            d.as_slice().try_into().ok()?,
+            dx.as_slice().try_into().ok()?,
+            sums.as_slice().try_into().ok()?,
+        );
+        terms.first_chunk().copied()
     }
     /// Runs of four (`q4k_int8_sums`): the four terms in one `f32x4` (`int8_block::q4k_terms`),
     /// 0.83–0.92 of the one-vector Q4_K time in V8 14.6 (the conversions of `d` and `dmin` and
