@@ -433,6 +433,7 @@ pub(super) fn q4k_interleaved_four_row_sums<const R: bool>(
     bsums: &[i16; 16],
 ) -> [(i32, i32); 4] {
     let nibble = v.nibbles;
+    let scales_mins = blocks.map(q4k_interleaved_scales_mins);
     let mut sum = [i32x4_splat(0); 4];
     for h in 0..2 {
         let half = 8 * activation_half(h);
@@ -456,15 +457,14 @@ pub(super) fn q4k_interleaved_four_row_sums<const R: bool>(
                 );
             }
         }
-        for (sum, (sums, b)) in sum.iter_mut().zip(sums.into_iter().zip(blocks)) {
-            let (sc, _) = q4k_interleaved_scales_mins(b);
+        for (sum, (sums, (sc, _))) in sum.iter_mut().zip(sums.into_iter().zip(scales_mins)) {
             *sum = sums.scaled::<R>(*sum, LaneScales::new::<R>(sc));
         }
     }
     let group_pairs = i16x8_add(load16(&bsums[..8]), load16(&bsums[8..]));
     let mut mins = [i32x4_splat(0); 4];
-    for (mins, b) in mins.iter_mut().zip(blocks) {
-        *mins = i32x4_dot_i16x8(q4k_interleaved_scales_mins(b).1, group_pairs);
+    for (mins, (_, m)) in mins.iter_mut().zip(scales_mins) {
+        *mins = i32x4_dot_i16x8(m, group_pairs);
     }
     let (s, m) = (row_totals(sum), row_totals(mins));
     // A must-fail build's bug (`KQUANT_PERTURB=four_rows`): the first two rows' `S` swapped.
@@ -557,27 +557,60 @@ fn row_totals([a, b, c, d]: [v128; 4]) -> v128 {
     )
 }
 
+/// The constants of [`f16x4_to_f32`], made once per pass and hidden from LLVM (as
+/// `Simd128`'s masks are): V8 builds a `v128` constant from immediates at each use (a 64-bit
+/// move, a move to the register and a shuffle), inside the loop.
+#[derive(Clone, Copy)]
+pub(super) struct F16Lanes {
+    magnitude: v128,
+    exponent: v128,
+    mantissa: v128,
+    exponent_at_f32: v128,
+    subnormal_scale: v128,
+    rebias: v128,
+    infinity: v128,
+    quiet_nan: v128,
+    sign: v128,
+}
+
+impl F16Lanes {
+    pub(super) fn new() -> F16Lanes {
+        use core::hint::black_box;
+        F16Lanes {
+            magnitude: black_box(i32x4_splat(0x7FFF)),
+            exponent: black_box(i32x4_splat(0x7C00)),
+            mantissa: black_box(i32x4_splat(0x3FF)),
+            exponent_at_f32: black_box(i32x4_splat(0x7C00 << 13)),
+            subnormal_scale: black_box(f32x4_splat(f32::from_bits(0x3380_0000))), // 2⁻²⁴
+            rebias: black_box(i32x4_splat(112 << 23)),
+            infinity: black_box(i32x4_splat(0x7F80_0000)),
+            quiet_nan: black_box(i32x4_splat(0x7FC0_0000)),
+            sign: black_box(i32x4_splat(0x8000)),
+        }
+    }
+}
+
 /// Four f16 values (the low 16 bits of each i32 lane of `h`, the rest zero) as f32 lanes:
 /// `generic::f16_to_f32` lane by lane (the same operations, so the same bits: normal values
 /// rebiased by integer operations, subnormal ones converted from their mantissa and scaled by
 /// 2⁻²⁴, infinities and NaNs rebuilt, the sign put back), branch-free.
 #[inline(always)]
-fn f16x4_to_f32(h: v128) -> v128 {
-    let magnitude = i32x4_shl(v128_and(h, i32x4_splat(0x7FFF)), 13);
-    let nan = i32x4_gt(magnitude, i32x4_splat(0x7C00 << 13));
-    let infinite = i32x4_eq(magnitude, i32x4_splat(0x7C00 << 13));
-    let mantissa = f32x4_convert_i32x4(v128_and(h, i32x4_splat(0x3FF)));
-    let subnormal = f32x4_mul(mantissa, f32x4_splat(f32::from_bits(0x3380_0000))); // · 2⁻²⁴
-    let is_subnormal = i32x4_eq(v128_and(h, i32x4_splat(0x7C00)), i32x4_splat(0));
-    let normal = i32x4_add(magnitude, i32x4_splat(112 << 23));
+fn f16x4_to_f32(h: v128, c: F16Lanes) -> v128 {
+    let magnitude = i32x4_shl(v128_and(h, c.magnitude), 13);
+    let nan = i32x4_gt(magnitude, c.exponent_at_f32);
+    let infinite = i32x4_eq(magnitude, c.exponent_at_f32);
+    let mantissa = f32x4_convert_i32x4(v128_and(h, c.mantissa));
+    let subnormal = f32x4_mul(mantissa, c.subnormal_scale);
+    let is_subnormal = i32x4_eq(v128_and(h, c.exponent), i32x4_splat(0));
+    let normal = i32x4_add(magnitude, c.rebias);
     let mut finite = v128_bitselect(subnormal, normal, is_subnormal);
     if cfg!(kquant_perturb = "f16") {
         // The generic conversion's must-fail bug: nonzero finite values one ulp off.
         finite = i32x4_sub(finite, v128_not(i32x4_eq(magnitude, i32x4_splat(0))));
     }
-    let special = v128_bitselect(i32x4_splat(0x7F80_0000), finite, infinite);
-    let value = v128_bitselect(v128_or(magnitude, i32x4_splat(0x7FC0_0000)), special, nan);
-    v128_or(value, i32x4_shl(v128_and(h, i32x4_splat(0x8000)), 16))
+    let special = v128_bitselect(c.infinity, finite, infinite);
+    let value = v128_bitselect(v128_or(magnitude, c.quiet_nan), special, nan);
+    v128_or(value, i32x4_shl(v128_and(h, c.sign), 16))
 }
 
 /// The lanes of an f32x4.
@@ -593,12 +626,12 @@ fn lanes(v: v128) -> [f32; 4] {
 
 /// The float terms of four Q6_K blocks, `(d·dx)·f32(S)`, one block per lane, from their `d`.
 #[inline(always)]
-pub(super) fn q6k_terms(d: &[[u8; 2]; 4], dx: &[f32; 4], s: &[i32; 4]) -> [f32; 4] {
+pub(super) fn q6k_terms(c: F16Lanes, d: &[[u8; 2]; 4], dx: &[f32; 4], s: &[i32; 4]) -> [f32; 4] {
     let lane = |[low, high]: [u8; 2]| i32::from(u16::from_le_bytes([low, high]));
     let d = i32x4(lane(d[0]), lane(d[1]), lane(d[2]), lane(d[3]));
     let s = i32x4(s[0], s[1], s[2], s[3]);
     let scaled = f32x4_mul(
-        f32x4_mul(f16x4_to_f32(d), load16(dx)),
+        f32x4_mul(f16x4_to_f32(d, c), load16(dx)),
         f32x4_convert_i32x4(s),
     );
     let [t0, t1, t2, t3] = lanes(scaled);
@@ -612,6 +645,7 @@ pub(super) fn q6k_terms(d: &[[u8; 2]; 4], dx: &[f32; 4], s: &[i32; 4]) -> [f32; 
 /// The float terms of four Q4_K blocks, `(d·dx)·f32(S) − (dmin·dx)·f32(M)`, one block per lane.
 #[inline(always)]
 pub(super) fn q4k_terms(
+    c: F16Lanes,
     [b0, b1, b2, b3]: [&BlockQ4K; 4],
     dx: &[f32; 4],
     sums: &[(i32, i32); 4],
@@ -627,8 +661,8 @@ pub(super) fn q4k_terms(
     let dx = load16(dx);
     let [(s0, m0), (s1, m1), (s2, m2), (s3, m3)] = *sums;
     let (s, m) = (i32x4(s0, s1, s2, s3), i32x4(m0, m1, m2, m3));
-    let scaled = f32x4_mul(f32x4_mul(f16x4_to_f32(d), dx), f32x4_convert_i32x4(s));
-    let mins = f32x4_mul(f32x4_mul(f16x4_to_f32(dmin), dx), f32x4_convert_i32x4(m));
+    let scaled = f32x4_mul(f32x4_mul(f16x4_to_f32(d, c), dx), f32x4_convert_i32x4(s));
+    let mins = f32x4_mul(f32x4_mul(f16x4_to_f32(dmin, c), dx), f32x4_convert_i32x4(m));
     let [t0, t1, t2, t3] = lanes(f32x4_sub(scaled, mins));
     if cfg!(kquant_perturb = "int8_terms") {
         [t1, t0, t2, t3] // A must-fail build's bug: the first two blocks' terms swapped.
@@ -646,7 +680,7 @@ mod tests {
         for first in (0..=u16::MAX).step_by(4) {
             let h: [u16; 4] = core::array::from_fn(|k| first + k as u16);
             let v = i32x4(h[0].into(), h[1].into(), h[2].into(), h[3].into());
-            let got = super::lanes(super::f16x4_to_f32(v));
+            let got = super::lanes(super::f16x4_to_f32(v, super::F16Lanes::new()));
             for (&h, got) in h.iter().zip(got) {
                 let want = crate::arch::generic::f16_to_f32(h.to_le_bytes());
                 assert_eq!(got.to_bits(), want.to_bits(), "f16 bits {h:#06x}");

@@ -58,6 +58,8 @@ pub(crate) struct Simd128<const RELAXED: bool = false> {
     /// bit pair goes) in every byte.
     pub(super) nibbles: v128,
     pub(super) top_pair: v128,
+    /// The int8 terms' f16 conversion (`int8_block::F16Lanes`).
+    pub(super) f16: super::int8_block::F16Lanes,
 }
 
 impl<const RELAXED: bool> Simd128<RELAXED> {
@@ -70,6 +72,7 @@ impl<const RELAXED: bool> Simd128<RELAXED> {
             to_top: black_box(i16x8(1024, 16, 64, 256, 1024, 16, 64, 256)),
             nibbles: black_box(u8x16_splat(0x0F)),
             top_pair: black_box(u8x16_splat(0x30)),
+            f16: super::int8_block::F16Lanes::new(),
         }
     }
 
@@ -411,6 +414,7 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
         sums: &[i32; K],
     ) -> Option<[f32; K]> {
         let terms = super::int8_block::q6k_terms(
+            self.f16,
             d.as_slice().try_into().ok()?,
             dx.as_slice().try_into().ok()?,
             sums.as_slice().try_into().ok()?,
@@ -429,6 +433,7 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
         sums: &[(i32, i32); K],
     ) -> Option<[f32; K]> {
         let terms = super::int8_block::q4k_terms(
+            self.f16,
             b.as_slice().try_into().ok()?,
             dx.as_slice().try_into().ok()?,
             sums.as_slice().try_into().ok()?,
