@@ -422,9 +422,11 @@ pub(super) fn q4k_interleaved_sums<const R: bool>(
 }
 
 /// [`q4k_interleaved_sums`] of four rows' blocks against the same part of the vector, each
-/// activation register loaded once for all four: per quarter `t` of a half block, the register
-/// of each block's quants gives its low nibbles against activations `t` and its high nibbles
-/// against `t + 4`. The four blocks' lanes are reduced together ([`row_totals`]).
+/// activation register loaded once for all four: per quarter `t` of both half blocks, the
+/// register of each block's quants gives its low nibbles against activations `t` and its high
+/// nibbles against `t + 4`. Each half's products add up in lane sums of their own (a whole
+/// block's would pass the i16 bound), scaled once after the loop; the four blocks' lanes are
+/// reduced together ([`row_totals`]).
 #[inline(always)]
 pub(super) fn q4k_interleaved_four_row_sums<const R: bool>(
     v: Simd128<R>,
@@ -434,16 +436,16 @@ pub(super) fn q4k_interleaved_four_row_sums<const R: bool>(
 ) -> [(i32, i32); 4] {
     let nibble = v.nibbles;
     let scales_mins = blocks.map(q4k_interleaved_scales_mins);
-    let mut sum = [i32x4_splat(0); 4];
-    for h in 0..2 {
-        let half = 8 * activation_half(h);
-        let mut sums = [LaneSums::new(); 4];
-        // A loop LLVM cannot unroll (its bound hidden), so that each activation register is
-        // used by the four blocks right after its load. Unrolled, LLVM computed one block after
-        // the other and kept the half's eight activation registers live across all four, more
-        // than V8 holds in registers (0.93–0.98 of the time in workerd with the loop).
-        for t in 0..core::hint::black_box(4usize) {
-            let t = t % 4; // in bounds for the compiler too
+    let mut sums = [[LaneSums::new(); 4]; 2];
+    // A loop LLVM cannot unroll (its bound hidden), so that each activation register is used by
+    // the four blocks right after its load. Unrolled, LLVM computed one block after the other
+    // and kept a half's eight activation registers live across all four, more than V8 holds in
+    // registers; a loop per half cost V8 spills around each (both halves in one loop: 0.90 of
+    // the time in workerd, relaxed build).
+    for t in 0..core::hint::black_box(4usize) {
+        let t = t % 4; // in bounds for the compiler too
+        for (h, sums) in sums.iter_mut().enumerate() {
+            let half = 8 * activation_half(h);
             let x = [
                 load16(&xq8[16 * (half + t)..]),
                 load16(&xq8[16 * (half + t + 4)..]),
@@ -457,9 +459,11 @@ pub(super) fn q4k_interleaved_four_row_sums<const R: bool>(
                 );
             }
         }
-        for (sum, (sums, (sc, _))) in sum.iter_mut().zip(sums.into_iter().zip(scales_mins)) {
-            *sum = sums.scaled::<R>(*sum, LaneScales::new::<R>(sc));
-        }
+    }
+    let mut sum = [i32x4_splat(0); 4];
+    for (k, (sum, (sc, _))) in sum.iter_mut().zip(scales_mins).enumerate() {
+        let scales = LaneScales::new::<R>(sc);
+        *sum = sums[1][k].scaled::<R>(sums[0][k].scaled::<R>(*sum, scales), scales);
     }
     let group_pairs = i16x8_add(load16(&bsums[..8]), load16(&bsums[8..]));
     let mut mins = [i32x4_splat(0); 4];
