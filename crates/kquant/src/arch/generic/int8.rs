@@ -32,8 +32,8 @@
 //! of one to four blocks, simd128 for one, and for Q4_K four), mostly four at a time
 //! ([`one_vector`]); the float epilogue is here ([`q6k_term`], [`q4k_term`]), but for runs of
 //! four where the backend computes their terms lane by lane with the same operations
-//! (`Vector::q6k_int8_terms`: AVX2 and AVX-512; `q4k_int8_terms`: those and simd128), and the
-//! terms are added in block order, for every backend and pass.
+//! (`Vector::q6k_int8_terms`, `q4k_int8_terms`: AVX2, AVX-512 and simd128), and the terms are
+//! added in block order, for every backend and pass.
 //!
 //! Blocks in the interleaved layout (`crate::interleaved`) take their sums from
 //! `Vector::q6k_interleaved_int8_sums` / `q4k_interleaved_int8_sums` (simd128) against a copy of
@@ -43,9 +43,9 @@
 //!
 //! A one-vector pass takes four rows at once where the backend has the sums of a block of each
 //! against the same block of the vector ([`four_rows`]: `Vector::q6k_int8_four_row_sums`,
-//! `q4k_int8_four_row_sums`: AVX2 and AVX-512; `q4k_interleaved_int8_four_row_sums`:
-//! simd128); each row's terms are the ones [`one_vector`] computes, added in block order, so
-//! each row's result is the same bits.
+//! `q4k_int8_four_row_sums`: AVX2 and AVX-512; `q6k_interleaved_int8_four_row_sums`,
+//! `q4k_interleaved_int8_four_row_sums`: simd128); each row's terms are the ones
+//! [`one_vector`] computes, added in block order, so each row's result is the same bits.
 
 use core::marker::PhantomData;
 

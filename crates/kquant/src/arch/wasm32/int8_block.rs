@@ -1,5 +1,5 @@
-//! The int8 mode's integer sums of one block against one vector in simd128 (and Q4_K's float
-//! terms of four): what a one-vector pass (the decode case) runs in place of the generic chunk
+//! The int8 mode's integer sums of one block against one vector in simd128 (and the float
+//! terms of four blocks): what a one-vector pass (the decode case) runs in place of the generic chunk
 //! loop, in the plain and the relaxed backend alike.
 //!
 //! The integer sums of int8's canonical order (`generic::int8`) are exact, so their order is
@@ -29,16 +29,21 @@
 //! up in i16 lanes and one `i32x4.dot_i16x8` against the eight groups' scales takes them all
 //! ([`LaneSums`]; [`q6k_interleaved_sum`], [`q4k_interleaved_sums`]).
 //!
-//! A one-vector pass over Q4_K blocks in the interleaved layout reads four rows at once, a block
-//! of each ([`q4k_interleaved_four_row_sums`]): each activation register, loaded once, meets the
-//! four blocks' quants (in workerd every load is bounds-checked: 16 of a lone block's 28 loads
-//! are activations), the four blocks' lanes are reduced together ([`row_totals`]) and their
-//! float terms come side by side in one `f32x4` ([`q4k_terms`]). The rows are a quarter of the
-//! matrix apart (`generic::pass_rows`): neighbouring rows, read a block of each in turn,
-//! took twice the time, natively too (the hardware prefetcher follows streams a few KiB apart
-//! badly). Relaxed build in workerd: 0.85–0.93 of the time of one row after the other. Q6_K's
-//! blocks need six registers of quants each: four rows of them, their sums and scales, are more
-//! than V8 keeps in x64's 16 registers, and took 1.25 times as long.
+//! A one-vector pass over blocks in the interleaved layout reads four rows at once, a block of
+//! each ([`q4k_interleaved_four_row_sums`], [`q6k_interleaved_four_row_sums`]): each activation
+//! register, loaded once, meets the four blocks' quants (in workerd every load is
+//! bounds-checked: 16 of a lone block's 28 or 31 loads are activations), the four blocks'
+//! lanes are reduced together ([`row_totals`]) and their float terms come side by side in one
+//! `f32x4` ([`q4k_terms`], [`q6k_terms`]). The rows are a quarter of the matrix apart
+//! (`generic::pass_rows`): neighbouring rows, read a block of each in turn, took twice the
+//! time, natively too (the hardware prefetcher follows streams a few KiB apart badly). Q4_K
+//! runs both half blocks in one loop over quarters; Q6_K goes by `qh` register, each `ql`
+//! register giving two groups, so that a block holds two quant registers at a time (V8 has 16
+//! on x64). Relaxed build in workerd against one row after the other: Q4_K 0.78 of the time,
+//! Q6_K 0.91 (BENCHMARKS-notes).
+//!
+//! The f16 conversion's constants come from [`F16Lanes`], made once per pass: V8 builds a
+//! `v128` constant from immediates at each use, in the loop.
 
 use core::arch::wasm32::*;
 

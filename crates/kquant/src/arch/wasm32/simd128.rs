@@ -404,8 +404,9 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
             self, b, xq8, bsums,
         ))
     }
-    /// Four at a time (four rows' blocks: `q6k_interleaved_int8_four_row_sums`): the four terms
-    /// in one `f32x4` (`int8_block::q6k_terms`).
+    /// Four at a time: the four terms in one `f32x4` (`int8_block::q6k_terms`). Only the blocks
+    /// of four rows come four at a time (`q6k_interleaved_int8_four_row_sums`): a row's Q6_K
+    /// blocks stay lone (`q6k_int8_sums`).
     #[inline(always)]
     fn q6k_int8_terms<const K: usize>(
         self,
@@ -423,8 +424,7 @@ impl<const RELAXED: bool> Vector for Simd128<RELAXED> {
     }
     /// Runs of four (`q4k_int8_sums`): the four terms in one `f32x4` (`int8_block::q4k_terms`),
     /// 0.83–0.92 of the one-vector Q4_K time in V8 14.6 (the conversions of `d` and `dmin` and
-    /// the products were a fifth of it, block by block). Q6_K keeps lone blocks: four of its
-    /// blocks in one loop body took 1.6 times as long (likely V8's spills; not read).
+    /// the products were a fifth of it, block by block).
     #[inline(always)]
     fn q4k_int8_terms<const K: usize>(
         self,
