@@ -1,6 +1,6 @@
 //! The int8 mode's integer sums of one block against one vector in simd128 (and the float
-//! terms of four blocks): what a one-vector pass (the decode case) runs in place of the generic chunk
-//! loop, in the plain and the relaxed backend alike.
+//! terms of four blocks): what a one-vector pass (the decode case) runs in place of the generic
+//! chunk loop, in the plain and the relaxed backend alike.
 //!
 //! The integer sums of int8's canonical order (`generic::int8`) are exact, so their order is
 //! free. The generic loop unpacks a 16-weight chunk for every four lanes and reads its scale
