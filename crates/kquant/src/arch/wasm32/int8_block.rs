@@ -491,11 +491,11 @@ pub(super) fn q4k_interleaved_four_row_sums<const R: bool>(
 }
 
 /// [`q6k_interleaved_sum`] of four rows' blocks against the same part of the vector, each
-/// activation register loaded once for the four blocks. Per half block and `qh` register `u`
-/// (a loop kept a loop, as in [`q4k_interleaved_four_row_sums`]), each `ql` register `2p + u`
-/// gives its low nibbles (`t = p`) and its high ones (`t = p + 2`): a block has its `qh[u]`
-/// and one `ql` register live while its pairs of products are scaled. The four blocks' lanes
-/// are reduced together ([`row_totals`]).
+/// activation register loaded once for the four blocks. Per half block and `qh` register `u`,
+/// each `ql` register `2p + u` gives its low nibbles (`t = p`) and its high ones (`t = p + 2`):
+/// a block has its `qh[u]` and one `ql` register live while its pairs of products are scaled.
+/// The four blocks' lanes are reduced together ([`row_totals`]). Unlike Q4_K's, these loops are
+/// all unrolled: a loop over `u` or over `p` took 1.04–1.43 times as long (BENCHMARKS-notes).
 #[inline(always)]
 pub(super) fn q6k_interleaved_four_row_sums<const R: bool>(
     v: Simd128<R>,
@@ -583,6 +583,7 @@ pub(super) struct F16Lanes {
 }
 
 impl F16Lanes {
+    /// The constants, each through `black_box` (so LLVM cannot fold them back into uses).
     pub(super) fn new() -> F16Lanes {
         use core::hint::black_box;
         F16Lanes {
